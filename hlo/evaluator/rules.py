@@ -1,0 +1,1 @@
+"""Placeholder: evaluator rules register here."""

@@ -1,0 +1,114 @@
+"""Literals: the values of ``constant`` instructions, and their XLA text form.
+
+A ``Literal`` wraps a read-only NumPy array (or a tuple of literals). Equality
+is bitwise, so NaN constants compare equal to themselves and ``-0 != 0``.
+Large constants in XLA dumps are printed as ``{...}``; such a literal is
+``elided``: it has a shape but no data, and evaluating it is an error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlo.dtypes import PrimitiveType
+from hlo.shapes import Shape, ShapeLike, TupleShape
+
+
+class Literal:
+    __slots__ = ("shape", "array", "elements")
+
+    def __init__(self, shape: ShapeLike, array: np.ndarray | None = None,
+                 elements: tuple["Literal", ...] | None = None):
+        self.shape = shape
+        self.elements = elements
+        if array is not None:
+            array = np.array(array, dtype=shape.dtype.numpy, copy=True).reshape(shape.dims)
+            array.setflags(write=False)
+        self.array = array
+
+    # --- construction ------------------------------------------------------
+    @staticmethod
+    def from_array(array, dtype: PrimitiveType | None = None) -> "Literal":
+        arr = np.asarray(array)
+        dtype = dtype or PrimitiveType.from_numpy(arr.dtype)
+        return Literal(Shape.array(dtype, arr.shape), arr.astype(dtype.numpy))
+
+    @staticmethod
+    def elided(shape: Shape) -> "Literal":
+        return Literal(shape)
+
+    @property
+    def is_elided(self) -> bool:
+        return self.array is None and self.elements is None
+
+    def to_numpy(self):
+        if self.elements is not None:
+            return tuple(e.to_numpy() for e in self.elements)
+        if self.array is None:
+            raise ValueError("literal was elided in the HLO text ({...}); its values are unknown")
+        return self.array
+
+    # --- equality ----------------------------------------------------------
+    def _key(self):
+        if self.elements is not None:
+            return ("tuple", tuple(e._key() for e in self.elements))
+        data = None if self.array is None else np.ascontiguousarray(self.array).tobytes()
+        return (str(self.shape.without_layout()), data)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Literal) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Literal({self.shape}, {format_literal(self)})"
+
+
+def _format_scalar(value, dtype: PrimitiveType) -> str:
+    if dtype is PrimitiveType.PRED:
+        return "true" if bool(value) else "false"
+    if dtype.is_integral:
+        return str(int(value))
+    if dtype.is_complex:
+        return f"({_format_float(value.real)}, {_format_float(value.imag)})"
+    return _format_float(value)
+
+
+def _format_float(value) -> str:
+    f = float(value)
+    if np.isnan(f):
+        return "-nan" if np.signbit(f) else "nan"
+    if np.isinf(f):
+        return "-inf" if f < 0 else "inf"
+    # Shortest text that round-trips in the value's own precision.
+    text = str(value) if isinstance(value, np.generic) else repr(f)
+    if "e" in text:
+        mant, exp = text.split("e")
+        return (mant[:-2] if mant.endswith(".0") else mant) + "e" + exp
+    if text.endswith(".0"):
+        text = text[:-2]
+    return text
+
+
+def format_literal(lit: Literal) -> str:
+    """XLA's text for a literal's value: ``1.5``, ``{1, 2}``, ``{ {1, 2}, {3, 4} }``, ``{...}``."""
+    if lit.elements is not None:
+        return "(" + ", ".join(format_literal(e) for e in lit.elements) + ")"
+    if lit.array is None:
+        return "{...}"
+    dtype = lit.shape.dtype
+    arr = lit.array
+
+    def rec(a: np.ndarray) -> str:
+        if a.ndim == 0:
+            return _format_scalar(a[()], dtype)
+        if a.ndim == 1:
+            return "{" + ", ".join(_format_scalar(v, dtype) for v in a) + "}"
+        return "{ " + ", ".join(rec(sub) for sub in a) + " }"
+
+    return rec(arr)
+
+
+def literal_shape_of(shapes: list[ShapeLike]) -> TupleShape:
+    return TupleShape(tuple(shapes))

@@ -1,0 +1,174 @@
+"""The one opcode table: every HLO opcode, its text name, arity and flags.
+
+The printer, parser, verifier, evaluator and backends all read this table;
+``tests/test_opcodes.py`` checks that each opcode has a shape rule and an
+evaluator rule. Arity ``None`` means variadic.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Flag(enum.Flag):
+    NONE = 0
+    ELEMENTWISE = enum.auto()  # output element i depends only on operand elements i
+    COMMUTATIVE = enum.auto()
+    UNARY_MATH = enum.auto()  # float math with a single operand
+    SIDE_EFFECT = enum.auto()  # must not be removed or duplicated
+
+
+E, C, U, S = Flag.ELEMENTWISE, Flag.COMMUTATIVE, Flag.UNARY_MATH, Flag.SIDE_EFFECT
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    text: str
+    arity: int | None
+    flags: Flag = Flag.NONE
+
+
+class Opcode(enum.Enum):
+    """HLO opcodes; ``opcode.spec`` gives the table row."""
+
+    # leaves
+    PARAMETER = OpSpec("parameter", 0)
+    CONSTANT = OpSpec("constant", 0)
+    IOTA = OpSpec("iota", 0)
+    AFTER_ALL = OpSpec("after-all", None)
+    PARTITION_ID = OpSpec("partition-id", 0)
+    REPLICA_ID = OpSpec("replica-id", 0)
+    # elementwise unary
+    ABS = OpSpec("abs", 1, E)
+    NEGATE = OpSpec("negate", 1, E)
+    SIGN = OpSpec("sign", 1, E)
+    FLOOR = OpSpec("floor", 1, E | U)
+    CEIL = OpSpec("ceil", 1, E | U)
+    ROUND_NEAREST_AFZ = OpSpec("round-nearest-afz", 1, E | U)
+    ROUND_NEAREST_EVEN = OpSpec("round-nearest-even", 1, E | U)
+    EXPONENTIAL = OpSpec("exponential", 1, E | U)
+    EXPONENTIAL_MINUS_ONE = OpSpec("exponential-minus-one", 1, E | U)
+    LOG = OpSpec("log", 1, E | U)
+    LOG_PLUS_ONE = OpSpec("log-plus-one", 1, E | U)
+    SQRT = OpSpec("sqrt", 1, E | U)
+    RSQRT = OpSpec("rsqrt", 1, E | U)
+    CBRT = OpSpec("cbrt", 1, E | U)
+    TANH = OpSpec("tanh", 1, E | U)
+    LOGISTIC = OpSpec("logistic", 1, E | U)
+    SINE = OpSpec("sine", 1, E | U)
+    COSINE = OpSpec("cosine", 1, E | U)
+    TAN = OpSpec("tan", 1, E | U)
+    ERF = OpSpec("erf", 1, E | U)
+    NOT = OpSpec("not", 1, E)
+    IS_FINITE = OpSpec("is-finite", 1, E)
+    POPCNT = OpSpec("popcnt", 1, E)
+    CLZ = OpSpec("count-leading-zeros", 1, E)
+    REAL = OpSpec("real", 1, E)
+    IMAG = OpSpec("imag", 1, E)
+    CONVERT = OpSpec("convert", 1, E)
+    BITCAST_CONVERT = OpSpec("bitcast-convert", 1)
+    REDUCE_PRECISION = OpSpec("reduce-precision", 1, E)
+    COPY = OpSpec("copy", 1, E)
+    # elementwise binary / ternary
+    ADD = OpSpec("add", 2, E | C)
+    SUBTRACT = OpSpec("subtract", 2, E)
+    MULTIPLY = OpSpec("multiply", 2, E | C)
+    DIVIDE = OpSpec("divide", 2, E)
+    REMAINDER = OpSpec("remainder", 2, E)
+    POWER = OpSpec("power", 2, E)
+    MAXIMUM = OpSpec("maximum", 2, E | C)
+    MINIMUM = OpSpec("minimum", 2, E | C)
+    ATAN2 = OpSpec("atan2", 2, E)
+    AND = OpSpec("and", 2, E | C)
+    OR = OpSpec("or", 2, E | C)
+    XOR = OpSpec("xor", 2, E | C)
+    SHIFT_LEFT = OpSpec("shift-left", 2, E)
+    SHIFT_RIGHT_LOGICAL = OpSpec("shift-right-logical", 2, E)
+    SHIFT_RIGHT_ARITHMETIC = OpSpec("shift-right-arithmetic", 2, E)
+    COMPARE = OpSpec("compare", 2, E)
+    COMPLEX = OpSpec("complex", 2, E)
+    SELECT = OpSpec("select", 3, E)
+    CLAMP = OpSpec("clamp", 3, E)
+    # shape and data movement
+    BROADCAST = OpSpec("broadcast", 1)
+    RESHAPE = OpSpec("reshape", 1)
+    DYNAMIC_RESHAPE = OpSpec("dynamic-reshape", None)
+    BITCAST = OpSpec("bitcast", 1)
+    TRANSPOSE = OpSpec("transpose", 1)
+    SLICE = OpSpec("slice", 1)
+    DYNAMIC_SLICE = OpSpec("dynamic-slice", None)
+    DYNAMIC_UPDATE_SLICE = OpSpec("dynamic-update-slice", None)
+    CONCATENATE = OpSpec("concatenate", None)
+    PAD = OpSpec("pad", 2)
+    REVERSE = OpSpec("reverse", 1)
+    GATHER = OpSpec("gather", 2)
+    SCATTER = OpSpec("scatter", None)
+    GET_DIMENSION_SIZE = OpSpec("get-dimension-size", 1)
+    SET_DIMENSION_SIZE = OpSpec("set-dimension-size", 2)
+    # reductions and windows
+    REDUCE = OpSpec("reduce", None)
+    REDUCE_WINDOW = OpSpec("reduce-window", None)
+    SELECT_AND_SCATTER = OpSpec("select-and-scatter", 3)
+    # dense math
+    DOT = OpSpec("dot", 2)
+    CONVOLUTION = OpSpec("convolution", 2)
+    # structure and control flow
+    TUPLE = OpSpec("tuple", None)
+    GET_TUPLE_ELEMENT = OpSpec("get-tuple-element", 1)
+    CALL = OpSpec("call", None)
+    FUSION = OpSpec("fusion", None)
+    WHILE = OpSpec("while", 1)
+    CONDITIONAL = OpSpec("conditional", None)
+    MAP = OpSpec("map", None)
+    SORT = OpSpec("sort", None)
+    TOPK = OpSpec("topk", 1)
+    OPTIMIZATION_BARRIER = OpSpec("opt-barrier", 1)
+    CUSTOM_CALL = OpSpec("custom-call", None)
+    # random
+    RNG = OpSpec("rng", 2, S)
+    RNG_BIT_GENERATOR = OpSpec("rng-bit-generator", 1)
+    RNG_GET_AND_UPDATE_STATE = OpSpec("rng-get-and-update-state", 0, S)
+
+    @property
+    def spec(self) -> OpSpec:
+        return self.value
+
+    @property
+    def text(self) -> str:
+        return self.value.text
+
+    @property
+    def arity(self) -> int | None:
+        return self.value.arity
+
+    @property
+    def is_elementwise(self) -> bool:
+        return Flag.ELEMENTWISE in self.value.flags
+
+    @property
+    def is_commutative(self) -> bool:
+        return Flag.COMMUTATIVE in self.value.flags
+
+    @property
+    def has_side_effect(self) -> bool:
+        return Flag.SIDE_EFFECT in self.value.flags
+
+    def __str__(self) -> str:
+        return self.value.text
+
+    @staticmethod
+    def from_text(text: str) -> "Opcode":
+        try:
+            return _BY_TEXT[text]
+        except KeyError:
+            raise ValueError(f"unknown opcode {text!r}") from None
+
+
+_BY_TEXT = {op.text: op for op in Opcode}
+
+# Opcodes that call other computations, and the attributes naming them.
+CALLED_COMPUTATION_ATTRS = (
+    "to_apply", "calls", "condition", "body", "select", "scatter",
+    "true_computation", "false_computation", "branch_computations",
+)

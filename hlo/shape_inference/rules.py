@@ -1,0 +1,1 @@
+"""Placeholder: shape rules register here."""

@@ -1,0 +1,1 @@
+"""XLA's HLO text format: scanner, attribute codecs, parser and printer."""
