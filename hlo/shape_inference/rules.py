@@ -1,1 +1,1 @@
-"""Placeholder: shape rules register here."""
+"""Imports every shape-rule module so that each registers its rules."""

@@ -1,0 +1,1 @@
+"""Evaluator rules (control); filled in by its owner."""

@@ -1,0 +1,1 @@
+"""Evaluator rules (elementwise); filled in by its owner."""

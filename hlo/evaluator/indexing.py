@@ -1,0 +1,1 @@
+"""Evaluator rules (indexing); filled in by its owner."""

@@ -1,0 +1,1 @@
+"""Evaluator rules (reductions); filled in by its owner."""

@@ -1,0 +1,1 @@
+"""Evaluator rules (sorting); filled in by its owner."""

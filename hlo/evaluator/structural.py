@@ -1,0 +1,1 @@
+"""Evaluator rules (structural); filled in by its owner."""
