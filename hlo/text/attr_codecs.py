@@ -56,7 +56,7 @@ def read_comp_refs(s: Scanner):
 
 def _read_enum(enum_type: type[enum.Enum], what: str):
     def read(s: Scanner):
-        pos = s.pos
+        pos = s.mark()
         word = s.word(what)
         try:
             return enum_type(word)
@@ -88,7 +88,7 @@ def read_slice(s: Scanner) -> tuple[SliceDim, ...]:
 
 
 def _split_x(s: Scanner, what: str) -> list[str]:
-    pos = s.pos
+    pos = s.mark()
     text = s.word(what)
     parts = text.split("x")
     if not all(parts):
@@ -105,7 +105,7 @@ def _ints(s: Scanner, parts: list[str], sep: str, what: str, pos: int) -> list[l
 
 def read_padding(s: Scanner) -> tuple[PadDim, ...]:
     s.skip_ws()
-    pos = s.pos
+    pos = s.mark()
     what = "padding like 0_0x1_1_0"
     parts = _split_x(s, what)
     out = []
@@ -123,12 +123,12 @@ def read_window(s: Scanner) -> Window:
     s.expect("{")
     fields: dict[str, list] = {}
     while not s.accept("}"):
-        pos = s.pos
+        pos = s.mark()
         key = s.word("a window field")
         if key not in _WINDOW_FIELDS:
             raise s.error("one of " + ", ".join(_WINDOW_FIELDS), pos)
         s.expect("=")
-        vpos = s.pos
+        vpos = s.mark()
         parts = _split_x(s, f"window {key} value")
         if key == "pad":
             pads = _ints(s, parts, "_", "pad like 0_1x1_1", vpos)
@@ -155,13 +155,16 @@ def read_window(s: Scanner) -> Window:
     return Window(tuple(dims))
 
 
+_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
 def read_dim_labels(s: Scanner) -> ConvDimLabels:
     s.skip_ws()
-    pos = s.pos
+    pos = s.mark()
     what = "dim_labels like b01f_01io->b01f"
-    lhs = s.word(what)
+    lhs = s.chars(_LABEL_CHARS, what)
     s.expect("->", what)
-    out = s.word(what)
+    out = s.chars(_LABEL_CHARS, what)
     if "_" not in lhs:
         raise s.error(what, pos)
     inp, ker = lhs.split("_", 1)
@@ -212,7 +215,7 @@ def read_metadata(s: Scanner) -> OpMetadata:
         elif s.peek() == "{":
             fields.append((key, Raw(s.balanced())))
         else:
-            pos = s.pos
+            pos = s.mark()
             word = s.word("a metadata value")
             try:
                 fields.append((key, int(word)))

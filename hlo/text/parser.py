@@ -36,7 +36,7 @@ def read_shape(s: Scanner, depth: int = 0) -> ShapeLike:
                     break
                 s.expect(",", "',' or ')' in tuple shape")
         return TupleShape(tuple(elems))
-    pos = s.pos
+    pos = s.mark()
     word = s.word("a shape such as f32[2,3]")
     try:
         dtype = PrimitiveType.from_text(word)
@@ -90,7 +90,7 @@ def _read_layout(s: Scanner, rank: int) -> Layout:
 
 
 def _read_scalar_token(s: Scanner, dtype: PrimitiveType):
-    pos = s.pos
+    pos = s.mark()
     if dtype.is_complex:
         s.expect("(")
         re = _read_scalar_token(s, PrimitiveType.F64)
@@ -117,7 +117,7 @@ def _read_scalar_token(s: Scanner, dtype: PrimitiveType):
         if dtype.is_integral:
             return int(tok, 0)
         value = float(tok)
-        return -value if tok.startswith("-nan") else value
+        return value
     except ValueError:
         raise s.error(f"a {dtype.value} value", pos) from None
 
@@ -163,7 +163,7 @@ def read_literal(s: Scanner, shape: ShapeLike, depth: int = 0) -> Literal:
         s.expect(")")
         return Literal(shape, elements=tuple(elems))
     s.skip_ws()
-    pos = s.pos
+    pos = s.mark()
     if s.accept("{...}"):
         return Literal.elided(shape)
     nested = _read_nested(s, shape.dtype, depth)
@@ -189,9 +189,9 @@ def _read_attrs(s: Scanner) -> Attrs:
     while s.peek() == ",":
         save = s.pos
         s.accept(",")
-        key_pos = s.pos
+        key_pos = s.mark()
         s.skip_ws()
-        key_pos = s.pos
+        key_pos = s.mark()
         key = s.word("an attribute name")
         if not s.accept("="):
             s.pos = save
@@ -231,7 +231,7 @@ def _read_instruction(s: Scanner) -> tuple[HloInstruction, bool]:
     name = s.name("an instruction name")
     s.expect("=", "'=' after instruction name")
     shape = read_shape(s)
-    pos = s.pos
+    pos = s.mark()
     op_text = s.word("an opcode")
     try:
         opcode = Opcode.from_text(op_text)
@@ -272,7 +272,7 @@ def _skip_signature(s: Scanner) -> None:
 
 def _read_computation(s: Scanner) -> tuple[HloComputation, bool]:
     is_entry = s.accept_word("ENTRY")
-    name_pos = s.pos
+    name_pos = s.mark()
     name = s.name("a computation name")
     if s.peek() == "(":
         _skip_signature(s)
@@ -283,7 +283,7 @@ def _read_computation(s: Scanner) -> tuple[HloComputation, bool]:
     while not s.accept("}"):
         if s.at_end():
             raise s.error(f"'}}' closing computation %{name}")
-        pos = s.pos
+        pos = s.mark()
         inst, is_root = _read_instruction(s)
         if inst.name in seen:
             raise s.error(f"a unique instruction name (%{inst.name} is defined twice)", pos)
@@ -312,7 +312,7 @@ def parse_module(text: str) -> HloModule:
     entry = None
     names: set[str] = set()
     while not s.at_end():
-        pos = s.pos
+        pos = s.mark()
         comp, is_entry = _read_computation(s)
         if comp.name in names:
             raise s.error(f"a unique computation name (%{comp.name} is defined twice)", pos)

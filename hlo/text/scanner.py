@@ -58,6 +58,11 @@ class Scanner:
         self.skip_ws()
         return self.text[self.pos:self.pos + n]
 
+    def mark(self) -> int:
+        """Skip whitespace and return the position of the next token (for error reports)."""
+        self.skip_ws()
+        return self.pos
+
     def peek_raw(self) -> str:
         """The next character without skipping whitespace."""
         return self.text[self.pos:self.pos + 1]
@@ -101,6 +106,16 @@ class Scanner:
         self.skip_ws()
         start = self.pos
         while self.pos < len(self.text) and self.text[self.pos] in NAME_CHARS:
+            self.pos += 1
+        if self.pos == start:
+            raise self.error(what)
+        return self.text[start:self.pos]
+
+    def chars(self, allowed: frozenset[str] | str, what: str) -> str:
+        """The longest run of ``allowed`` characters (at least one)."""
+        self.skip_ws()
+        start = self.pos
+        while self.pos < len(self.text) and self.text[self.pos] in allowed:
             self.pos += 1
         if self.pos == start:
             raise self.error(what)
