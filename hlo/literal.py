@@ -8,6 +8,7 @@ Large constants in XLA dumps are printed as ``{...}``; such a literal is
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from hlo.dtypes import PrimitiveType
@@ -75,19 +76,22 @@ def _format_scalar(value, dtype: PrimitiveType) -> str:
     return _format_float(value)
 
 
+# (digits10, max_digits10) per float type: XLA prints the short form when it round-trips.
+_DIGITS = {2: (3, 5), 4: (6, 9), 8: (15, 17)}
+_BF16_DIGITS = (2, 4)
+
+
 def _format_float(value) -> str:
     f = float(value)
     if np.isnan(f):
         return "-nan" if np.signbit(f) else "nan"
     if np.isinf(f):
         return "-inf" if f < 0 else "inf"
-    # Shortest text that round-trips in the value's own precision.
-    text = str(value) if isinstance(value, np.generic) else repr(f)
-    if "e" in text:
-        mant, exp = text.split("e")
-        return (mant[:-2] if mant.endswith(".0") else mant) + "e" + exp
-    if text.endswith(".0"):
-        text = text[:-2]
+    dtype = value.dtype if isinstance(value, np.generic) else np.dtype(np.float64)
+    short, full = _BF16_DIGITS if dtype == ml_dtypes.bfloat16 else _DIGITS.get(dtype.itemsize, (6, 9))
+    text = "%.*g" % (short, f)
+    if np.array(float(text), dtype=dtype) != np.array(f, dtype=dtype):
+        text = "%.*g" % (full, f)
     return text
 
 
@@ -100,11 +104,15 @@ def format_literal(lit: Literal) -> str:
     dtype = lit.shape.dtype
     arr = lit.array
 
-    def rec(a: np.ndarray) -> str:
-        if a.ndim == 0:
-            return _format_scalar(a[()], dtype)
-        if a.ndim == 1:
-            return "{" + ", ".join(_format_scalar(v, dtype) for v in a) + "}"
+    if arr.ndim == 0:
+        return _format_scalar(arr[()], dtype)
+    if arr.ndim == 1:
+        return "{" + ", ".join(_format_scalar(v, dtype) for v in arr) + "}"
+
+    def rec(a: np.ndarray) -> str:  # rank >= 2: XLA pads every brace with spaces
+        if a.ndim == 1:  # innermost braces are padded only around more than one element
+            pad = " " if a.shape[0] > 1 else ""
+            return "{" + pad + ", ".join(_format_scalar(v, dtype) for v in a) + pad + "}"
         return "{ " + ", ".join(rec(sub) for sub in a) + " }"
 
     return rec(arr)

@@ -134,13 +134,18 @@ class TupleShape:
         return TupleShape(tuple(e.without_layout() for e in self.elements))
 
     def __str__(self) -> str:
-        return "(" + ", ".join(str(e) for e in self.elements) + ")"
+        return "(" + join_indexed(str(e) for e in self.elements) + ")"
 
     def short(self) -> str:
-        return "(" + ", ".join(e.short() for e in self.elements) + ")"
+        return "(" + join_indexed(e.short() for e in self.elements) + ")"
 
 
 ShapeLike = Union[Shape, TupleShape]
+
+
+def join_indexed(items) -> str:
+    """Join with ", " and mark every fifth item with ``/*index=N*/``, as XLA's printer does."""
+    return ", ".join(f"/*index={i}*/{t}" if i and i % 5 == 0 else t for i, t in enumerate(items))
 
 
 def scalar(dtype: PrimitiveType | str) -> Shape:

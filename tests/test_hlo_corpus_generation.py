@@ -5,6 +5,7 @@ use when comparing their own evaluation of the dumped HLO with TF eager.
 """
 
 import os
+import re
 import sys
 
 import numpy as np
@@ -48,10 +49,31 @@ def test_eager_matches_xla(case):
             )
 
 
+_HLO_TYPE = {
+    "bool": "pred", "int8": "s8", "int16": "s16", "int32": "s32", "int64": "s64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+}
+
+
+def _entry_param_types(text):
+    m = re.search(r"^ENTRY %\S+ \((.*)\) -> ", text, re.M)
+    assert m, "no ENTRY computation header"
+    if not m.group(1):
+        return []
+    return [p.split(": ", 1)[1] for p in re.split(r", (?=[\w.\-]+: )", m.group(1))]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_hlo_text_available(case):
+    # Every case argument must stay an ENTRY parameter (XLA bakes arguments it
+    # needs as compile-time constants into the module; no case may do that).
+    want = [
+        f"{_HLO_TYPE[np.dtype(a.dtype).name]}[{','.join(str(d) for d in a.shape)}]"
+        for a in case_args(case)
+    ]
     for stage in STAGES:
         text = hlo_text(case, stage)
         assert text.startswith("HloModule "), text[:80]
-        assert "ENTRY " in text
         assert "{...}" not in text, f"{case.name} [{stage}] has an elided constant"
+        assert _entry_param_types(text) == want, f"{case.name} [{stage}]"

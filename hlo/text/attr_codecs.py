@@ -15,6 +15,7 @@ from hlo.attributes import (
     CompRef, ComparisonDirection, ComparisonType, ConvDimLabels, FusionKind, Ident, InstRef,
     OpMetadata, PadDim, ProgramShape, Raw, SliceDim, StrMap, Window, WindowDim,
 )
+from hlo.shapes import join_indexed
 from hlo.text.scanner import Scanner, quote
 
 # --- readers --------------------------------------------------------------
@@ -359,8 +360,9 @@ def format_value(value: Any) -> str:
         return str(value)
     if isinstance(value, tuple):
         if value and isinstance(value[0], SliceDim):
+            strided = any(d.stride != 1 for d in value)  # XLA prints strides for all dims or none
             return "{" + ", ".join(
-                f"[{d.start}:{d.limit}" + (f":{d.stride}]" if d.stride != 1 else "]") for d in value) + "}"
+                f"[{d.start}:{d.limit}" + (f":{d.stride}]" if strided else "]") for d in value) + "}"
         if value and isinstance(value[0], PadDim):
             return "x".join(f"{d.low}_{d.high}" + (f"_{d.interior}" if d.interior else "") for d in value)
         sep = ", " if value and isinstance(value[0], (CompRef, InstRef)) else ","
@@ -374,5 +376,5 @@ def format_value(value: Any) -> str:
     if isinstance(value, StrMap):
         return "{" + ",".join(f"{k}={quote(v)}" for k, v in value.items) + "}"
     if isinstance(value, ProgramShape):
-        return "{(" + ", ".join(str(p) for p in value.parameters) + ")->" + str(value.result) + "}"
+        return "{(" + join_indexed(str(p) for p in value.parameters) + ")->" + str(value.result) + "}"
     raise TypeError(f"cannot print attribute value of type {type(value).__name__}: {value!r}")

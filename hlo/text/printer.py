@@ -10,6 +10,7 @@ from __future__ import annotations
 from hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo.literal import format_literal
 from hlo.opcodes import Opcode
+from hlo.shapes import join_indexed
 from hlo.text.attr_codecs import format_value
 
 
@@ -25,7 +26,7 @@ def format_instruction(inst: HloInstruction, comp: HloComputation | None = None,
         for op in inst.operands:
             operand = comp.by_name.get(op) if (comp is not None and print_operand_shapes) else None
             parts.append(f"{operand.shape} %{op}" if operand is not None else f"%{op}")
-        args = ", ".join(parts)
+        args = join_indexed(parts)
     text = f"{'ROOT ' if is_root else ''}%{inst.name} = {inst.shape} {inst.opcode.text}({args})"
     for key, value in inst.attrs.items():
         if key == "metadata" and not print_metadata:

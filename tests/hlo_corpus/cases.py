@@ -493,9 +493,16 @@ def _unsorted_segment_sum(data, seg):
     )
 
 
-def _dynamic_slice(x, begin):
-    # x: [5,6], begin: int32[2]
-    return tf.slice(x, begin, [2, 3])
+def _dynamic_index(x, b, v):
+    # x: [5,6], b: int32[2], v: f32[1].  Data-dependent scalar indices: gather
+    # in "hlo", dynamic-slice / dynamic-update-slice after optimisation.
+    # (tf.slice with an argument `begin` is NOT used: XLA treats `begin` as a
+    # compile-time constant and bakes the argument into the module.)
+    return (
+        tf.gather(x, b[0], axis=0),
+        tf.gather(x, b[1], axis=1),
+        tf.tensor_scatter_nd_update(x, b[None, :], v),
+    )
 
 
 def _tensor_array_loop(x):
@@ -898,8 +905,8 @@ CASES: list[Case] = [
          lambda r: (_f32(r, (4, 5)), _unique_nd_indices(r, (4, 5), 3), _f32(r, (3,)))),
     Case("unsorted_segment_sum", _unsorted_segment_sum,
          lambda r: (_f32(r, (6, 3)), np.array([0, 2, 0, 3, 2, 0], np.int32)), **_REDUCTION),
-    Case("dynamic_slice", _dynamic_slice,
-         lambda r: (_f32(r, (5, 6)), np.array([2, 1], np.int32))),
+    Case("dynamic_index", _dynamic_index,
+         lambda r: (_f32(r, (5, 6)), np.array([3, 4], np.int32), _f32(r, (1,)))),
     Case("tensor_array_loop", _tensor_array_loop, lambda r: (_f32(r, (4, 3)),), **_REDUCTION),
     # shape manipulation
     Case("concat", _concat,
