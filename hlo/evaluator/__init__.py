@@ -26,10 +26,12 @@ class Evaluator:
     def __init__(self, module: HloModule):
         self.module = module
 
-    def call(self, name: str, args: list[Value]) -> Value:
-        return self.run(self.module.computation(name), args)
+    def call(self, name: str, args: list[Value], batch: tuple[int, ...] = ()) -> Value:
+        """Evaluate computation ``name``. With ``batch``, every value carries those leading dims:
+        a scalar computation (reducer, combiner, comparator) applied elementwise to whole arrays."""
+        return self.run(self.module.computation(name), args, batch)
 
-    def run(self, comp: HloComputation, args: list[Value]) -> Value:
+    def run(self, comp: HloComputation, args: list[Value], batch: tuple[int, ...] = ()) -> Value:
         values: dict[str, Value] = {}
         for inst in comp.instructions:  # text order is a valid schedule (the verifier checks it)
             if inst.opcode is Opcode.PARAMETER:
@@ -44,7 +46,7 @@ class Evaluator:
                 raise
             except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as e:
                 raise HloEvaluationError(f"%{inst.name} ({inst.opcode.text}): {type(e).__name__}: {e}") from e
-            values[inst.name] = conform(out, inst.shape)
+            values[inst.name] = conform(out, inst.shape, batch)
         return values[comp.root_name]
 
 
@@ -62,17 +64,24 @@ def eval_rule(*opcodes: Opcode):
     return register
 
 
-def conform(value: Value, shape: ShapeLike) -> Value:
-    """Cast a rule's result to the instruction's dtype and check its dims."""
+def conform(value: Value, shape: ShapeLike, batch: tuple[int, ...] = ()) -> Value:
+    """Cast a rule's result to the instruction's dtype and check its dims (``batch`` + the shape's;
+    under a batch, a result that broadcasts to them, such as a scalar constant, is broadcast)."""
     if isinstance(shape, TupleShape):
         if not isinstance(value, tuple) or len(value) != len(shape.elements):
             raise HloEvaluationError(f"expected a tuple of {len(shape.elements)} values")
-        return tuple(conform(v, s) for v, s in zip(value, shape.elements))
+        return tuple(conform(v, s, batch) for v, s in zip(value, shape.elements))
     arr = np.asarray(value)
     if shape.dtype.is_array_type and arr.dtype != shape.dtype.numpy:
         arr = arr.astype(shape.dtype.numpy)
-    if shape.dtype.is_array_type and arr.shape != shape.dims:
-        raise HloEvaluationError(f"rule produced dims {arr.shape}, expected {shape.dims}")
+    dims = tuple(batch) + shape.dims
+    if shape.dtype.is_array_type and arr.shape != dims:
+        if not batch or arr.ndim > len(dims) or arr.shape[arr.ndim - shape.rank:] != shape.dims:
+            raise HloEvaluationError(f"rule produced dims {arr.shape}, expected {dims}")
+        try:
+            arr = np.broadcast_to(arr, dims)
+        except ValueError:
+            raise HloEvaluationError(f"rule produced dims {arr.shape}, expected {dims}") from None
     return arr
 
 
