@@ -47,11 +47,19 @@ class ComputationBuilder:
         self._counter = 0
         self._nparams = 0
         self.metadata: OpMetadata | None = None  # attached to every instruction added while set
+        self.name_hint: str | None = None  # base of instruction names while set (e.g. the TF node name)
 
     # --- core ---------------------------------------------------------------
     def _fresh(self, base: str) -> str:
         self._counter += 1
-        return f"{base}.{self._counter}"
+        return f"{self.name_hint or base}.{self._counter}"
+
+    @property
+    def instructions(self) -> tuple[HloInstruction, ...]:
+        return tuple(self._insts)
+
+    def shape_of(self, name: str) -> ShapeLike:
+        return self._shapes[name]
 
     def _add(self, inst: HloInstruction) -> Value:
         self._insts.append(inst)

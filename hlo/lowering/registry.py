@@ -1,0 +1,132 @@
+"""The lowering registry: one rule per TF op type, and the "can this node be lowered?" question.
+
+    @register_lowering("Relu", dtypes=NUMERIC)
+    def relu(ctx):
+        x, = ctx.inputs
+        return ctx.max(x, ctx.zeros_like(x))
+
+A rule declares the dtypes it supports (checked on its type attributes,
+``T`` by default) and which inputs must be compile-time constants. Clustering
+asks ``can_lower`` so that it and the lowering cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from hlo.dtypes import PrimitiveType
+from hlo.lowering import tf_types
+
+if TYPE_CHECKING:
+    from hlo.lowering.context import LoweringContext
+
+# Op types that are never compiled, with the reason clustering reports.
+NEVER_COMPILED: dict[str, str] = {
+    "RandomUniform": "stateful random op: results depend on hidden RNG state, so it stays in TensorFlow",
+    "RandomStandardNormal": "stateful random op: results depend on hidden RNG state, so it stays in TensorFlow",
+    "TruncatedNormal": "stateful random op: results depend on hidden RNG state, so it stays in TensorFlow",
+    "RandomUniformInt": "stateful random op: results depend on hidden RNG state, so it stays in TensorFlow",
+    "Print": "side effect (printing) must happen in TensorFlow",
+    "PrintV2": "side effect (printing) must happen in TensorFlow",
+    "Assert": "side effect (assertion) must happen in TensorFlow",
+    "VarHandleOp": "resource handles stay in TensorFlow",
+    "ReadVariableOp": "variable reads stay in TensorFlow (their values become cluster inputs)",
+    "AssignVariableOp": "variable writes stay in TensorFlow (new values become cluster outputs)",
+    "AssignAddVariableOp": "variable writes stay in TensorFlow (new values become cluster outputs)",
+    "AssignSubVariableOp": "variable writes stay in TensorFlow (new values become cluster outputs)",
+    "Placeholder": "graph inputs are cluster inputs",
+    "NoOp": "control-only node",
+}
+
+
+@dataclass(frozen=True)
+class LoweringRule:
+    op_type: str
+    fn: Callable[["LoweringContext"], object]
+    dtypes: frozenset[PrimitiveType] | None
+    type_attrs: tuple[str, ...]
+    const_inputs: tuple[int, ...]
+
+
+LOWERINGS: dict[str, LoweringRule] = {}
+
+
+def register_lowering(*op_types: str, dtypes: frozenset[PrimitiveType] | None = None,
+                      type_attrs: Sequence[str] = ("T",), const_inputs: Sequence[int] = ()):
+    """Register ``fn`` as the lowering of each op type.
+
+    ``dtypes``: element types accepted for every attribute in ``type_attrs`` (None: any the rule handles).
+    ``const_inputs``: indices of inputs whose values must be known at compile time.
+    """
+    def register(fn):
+        for op in op_types:
+            if op in LOWERINGS:
+                raise ValueError(f"duplicate lowering for {op}")
+            LOWERINGS[op] = LoweringRule(op, fn, frozenset(dtypes) if dtypes is not None else None,
+                                         tuple(type_attrs), tuple(const_inputs))
+        return fn
+    return register
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reason: str = ""
+    dtype: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def rule_for(op_type: str) -> LoweringRule | None:
+    load_rules()
+    return LOWERINGS.get(op_type)
+
+
+def can_lower(node, input_dtypes: Sequence[int] | None = None,
+              is_constant: Callable[[int], bool] | None = None) -> Verdict:
+    """Whether ``node`` (a NodeDef) can be lowered, with the reason when it cannot.
+
+    ``input_dtypes``: TF DataType enums of its inputs, when known; ``is_constant(i)``: whether input
+    ``i`` can be computed at compile time (only asked for inputs the rule needs constant).
+    """
+    load_rules()
+    op = node.op
+    if op in NEVER_COMPILED:
+        return Verdict(False, NEVER_COMPILED[op])
+    rule = LOWERINGS.get(op)
+    if rule is None:
+        return Verdict(False, f"no lowering registered for op type {op}")
+    if rule.dtypes is not None:
+        checked = [node.attr[a].type for a in rule.type_attrs if a in node.attr and node.attr[a].type]
+        if not checked and input_dtypes:
+            checked = list(input_dtypes)
+        for dt in checked:
+            name = tf_types.tf_name(dt)
+            try:
+                hlo_type = tf_types.to_hlo(dt)
+            except TypeError:
+                return Verdict(False, f"{op} does not support dtype {name}", name)
+            if hlo_type not in rule.dtypes:
+                return Verdict(False, f"{op} does not support dtype {name}", name)
+    if is_constant is not None:
+        for i in rule.const_inputs:
+            if i < len(node.input) and not is_constant(i):
+                return Verdict(False, f"input {i} of {op} must be a compile-time constant")
+    return Verdict(True)
+
+
+def supported_ops() -> dict[str, LoweringRule]:
+    load_rules()
+    return dict(sorted(LOWERINGS.items()))
+
+
+_loaded = False
+
+
+def load_rules() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        import hlo.lowering.ops  # noqa: F401  (registers every rule)

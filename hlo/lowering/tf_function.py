@@ -1,0 +1,45 @@
+"""Lowering a traced ``tf.function`` (a ConcreteFunction) as a whole: its placeholders become
+parameters, its outputs the ROOT tuple, and each op's Python creation site its metadata."""
+
+from __future__ import annotations
+
+import os
+
+from hlo.ir import HloModule
+from hlo.lowering.graph import InputSpec, lower_graph
+
+
+def python_sources(graph) -> dict[str, tuple[str, int]]:
+    """node name -> (file, line) of the innermost frame outside TensorFlow/Keras that created it."""
+    import tensorflow as tf
+
+    skip = tuple(os.path.dirname(os.path.dirname(m.__file__)) for m in (tf,) if getattr(m, "__file__", None))
+    skip += tuple(p for p in (_package_dir("keras"), _package_dir("tf_keras")) if p)
+    out: dict[str, tuple[str, int]] = {}
+    for op in graph.get_operations():
+        frames = op.traceback or []
+        for frame in reversed(frames):
+            if not frame.filename.startswith(skip):
+                out[op.name] = (frame.filename, frame.lineno)
+                break
+    return out
+
+
+def _package_dir(name: str) -> str | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    return os.path.dirname(spec.origin) if spec and spec.origin else None
+
+
+def lower_concrete_function(cf, name: str | None = None) -> HloModule:
+    """Lower every op of a ConcreteFunction (captured inputs included, as trailing parameters)."""
+    graph = cf.graph
+    inputs = [InputSpec(t.name, t.dtype.as_datatype_enum, tuple(t.shape.as_list())) for t in graph.inputs]
+    for spec in inputs:
+        if any(d is None for d in spec.dims):
+            raise ValueError(f"input {spec.tensor} has unknown dims {spec.dims}; lowering needs static shapes")
+    outputs = [t.name for t in graph.outputs]
+    default = cf.name.decode() if isinstance(cf.name, bytes) else str(cf.name)
+    return lower_graph(graph.as_graph_def(), inputs, outputs, name=name or default,
+                       sources=python_sources(graph))
