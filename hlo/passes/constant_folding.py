@@ -19,7 +19,9 @@ from hlo.opcodes import Opcode
 from hlo.passes.editor import ComputationEditor
 from hlo.shapes import Shape
 
-_NEVER_FOLD = {Opcode.PARAMETER, Opcode.CONSTANT, Opcode.BROADCAST, Opcode.IOTA, Opcode.TUPLE,
+# Computed (so their users can fold) but left in place: cheap to recompute, expensive to store.
+_KEEP = {Opcode.BROADCAST, Opcode.IOTA}
+_NEVER_FOLD = {Opcode.PARAMETER, Opcode.CONSTANT, Opcode.TUPLE,
                Opcode.GET_TUPLE_ELEMENT, Opcode.CUSTOM_CALL, Opcode.AFTER_ALL, Opcode.PARTITION_ID,
                Opcode.REPLICA_ID, Opcode.RNG_BIT_GENERATOR, Opcode.WHILE}
 
@@ -54,6 +56,8 @@ class ConstantFolding:
             if folded is None:
                 continue
             values[inst.name] = folded
+            if inst.opcode in _KEEP:
+                continue
             attrs = Attrs([("metadata", inst.metadata)] if inst.metadata is not None else [])
             editor.set(HloInstruction(inst.name, Opcode.CONSTANT, inst.shape, (), attrs,
                                       literal=Literal(inst.shape, folded)))
