@@ -90,6 +90,8 @@ def _check_arg(i: int, arg, shape: ShapeLike):
         if not isinstance(arg, (tuple, list)) or len(arg) != len(shape.elements):
             raise HloEvaluationError(f"argument {i}: expected a tuple of {len(shape.elements)} values for {shape}")
         return tuple(_check_arg(i, a, s) for a, s in zip(arg, shape.elements))
+    if not shape.dtype.is_array_type:  # a token carries no data; any value stands for it
+        return arg
     arr = np.asarray(arg)
     if arr.dtype != shape.dtype.numpy:
         raise HloEvaluationError(f"argument {i}: expected dtype {shape.dtype.value} ({shape.dtype.numpy}), got {arr.dtype}")

@@ -74,7 +74,7 @@ _ERF = np.frompyfunc(math.erf, 1, 1)
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
-    """erf accurate to f64 (math.erf), rounded to the operand's type by the driver."""
+    """erf accurate to f64 (math.erf), then rounded to the result type."""
     return _ERF(x.astype(np.float64)).astype(np.float64)
 
 
@@ -223,34 +223,34 @@ def _power(x: np.ndarray, y: np.ndarray, t) -> np.ndarray:
 
 
 def _maximum(x: np.ndarray, y: np.ndarray, t) -> np.ndarray:
-    if not (t.is_float or t.is_complex):
+    if not t.is_float:
         return np.maximum(x, y)
     return np.where(np.isnan(x), x, np.where(x >= y, x, y))
 
 
 def _minimum(x: np.ndarray, y: np.ndarray, t) -> np.ndarray:
-    if not (t.is_float or t.is_complex):
+    if not t.is_float:
         return np.minimum(x, y)
     return np.where(np.isnan(x), x, np.where(x <= y, x, y))
 
 
-def _shift_left(x, y, t):
+def _logical_shift(x: np.ndarray, y: np.ndarray, shift: np.ufunc) -> np.ndarray:
     bits, width = unsigned_bits(x)
     amount = unsigned_bits(y)[0].astype(np.uint64)
     big = amount >= width
-    shifted = bits << np.where(big, 0, amount).astype(bits.dtype)
+    shifted = shift(bits, np.where(big, 0, amount).astype(bits.dtype))
     return _same_type_bits(np.where(big, np.zeros((), bits.dtype), shifted), x)
 
 
-def _shift_right_logical(x, y, t):
-    bits, width = unsigned_bits(x)
-    amount = unsigned_bits(y)[0].astype(np.uint64)
-    big = amount >= width
-    shifted = bits >> np.where(big, 0, amount).astype(bits.dtype)
-    return _same_type_bits(np.where(big, np.zeros((), bits.dtype), shifted), x)
+def _shift_left(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return _logical_shift(x, y, np.left_shift)
 
 
-def _shift_right_arithmetic(x, y, t):
+def _shift_right_logical(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return _logical_shift(x, y, np.right_shift)
+
+
+def _shift_right_arithmetic(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     width = unsigned_bits(x)[1]
     amount = unsigned_bits(y)[0].astype(np.uint64)
     signed = _as_signed(x, width)
@@ -312,7 +312,7 @@ def _binary(ev, inst, vals):
 def _shift(ev, inst, vals):
     x, y = vals
     with np.errstate(all="ignore"):
-        return _SHIFTS[inst.opcode](x, y, ptype(x))
+        return _SHIFTS[inst.opcode](x, y)
 
 
 # --- compare, select, clamp -------------------------------------------------

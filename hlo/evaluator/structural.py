@@ -24,6 +24,7 @@ import numpy as np
 
 from hlo.errors import HloEvaluationError
 from hlo.evaluator import Evaluator, eval_rule
+from hlo.evaluator.conversions import convert_array
 from hlo.ir import HloComputation, HloInstruction
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape, ShapeLike, TupleShape
@@ -48,15 +49,19 @@ def operand_shapes(ev: Evaluator, inst: HloInstruction) -> list[ShapeLike]:
 
 def batch_dims(values: list, shapes: list[ShapeLike]) -> tuple[int, ...]:
     """Leading dims the values carry beyond their declared shapes (``()`` outside batched calls)."""
+    return _first_batch(values, shapes) or ()
+
+
+def _first_batch(values, shapes) -> tuple[int, ...] | None:
     for v, s in zip(values, shapes):
         if isinstance(s, TupleShape):
-            found = batch_dims(list(v), list(s.elements)) if s.elements else None
+            found = _first_batch(list(v), list(s.elements))
             if found is not None:
                 return found
         elif s.dtype.is_array_type:
             v = np.asarray(v)
             return v.shape[:v.ndim - s.rank]
-    return ()
+    return None
 
 
 def _lead(nb: int) -> tuple[slice, ...]:
@@ -70,7 +75,7 @@ def _lead(nb: int) -> tuple[slice, ...]:
 def _constant(ev, inst, vals):
     lit = inst.literal
     if lit is None or lit.is_elided:
-        raise HloEvaluationError(f"%{inst.name}: constant {inst.shape} was elided in the HLO text ({{...}}); "
+        raise HloEvaluationError(f"%{inst.name} (constant): {inst.shape} was elided in the HLO text ({{...}}); "
                                  "its values are unknown")
     return lit.to_numpy()
 
@@ -83,7 +88,8 @@ def _iota(ev, inst, vals):
         raise HloEvaluationError(f"%{inst.name}: iota_dimension={d} out of range for {inst.shape}")
     column = [1] * len(dims)
     column[d] = dims[d]
-    return np.broadcast_to(np.arange(dims[d]).reshape(column), dims)
+    values = convert_array(np.arange(dims[d], dtype=np.int64), inst.shape.dtype)  # as XLA converts s64
+    return np.broadcast_to(values.reshape(column), dims)
 
 
 @eval_rule(Opcode.AFTER_ALL)
@@ -120,6 +126,22 @@ def _reshape(ev, inst, vals):
     return np.reshape(x, x.shape[:x.ndim - src.rank] + inst.shape.dims)
 
 
+@eval_rule(Opcode.DYNAMIC_RESHAPE)
+def _dynamic_reshape(ev, inst, vals):
+    """Reshape to the run-time sizes (operands 1..), placed at the start of the result's bounds."""
+    x, sizes = vals[0], [int(np.asarray(s)) if np.ndim(s) == 0 else None for s in vals[1:]]
+    src = operand_shapes(ev, inst)[0]
+    if x.ndim != src.rank or None in sizes:
+        raise HloEvaluationError(f"%{inst.name}: dynamic-reshape cannot run elementwise on a batch")
+    bounds = inst.shape.dims
+    if any(not 0 <= s <= b for s, b in zip(sizes, bounds)) or int(np.prod(sizes)) != x.size:
+        raise HloEvaluationError(f"%{inst.name}: cannot reshape {list(x.shape)} to sizes {sizes} "
+                                 f"within bounds {list(bounds)}")
+    out = np.zeros(bounds, x.dtype)  # XLA leaves the part beyond the sizes unspecified
+    out[tuple(slice(0, s) for s in sizes)] = x.reshape(sizes)
+    return out
+
+
 def _major_to_minor(shape: Shape, what: str) -> list[int]:
     layout = shape.layout
     if layout is None or not layout.minor_to_major:
@@ -140,8 +162,7 @@ def _bitcast(ev, inst, vals):
     out_order = _major_to_minor(dst, "result")
     out_physical = tuple(dst.dims[d] for d in out_order)
     if src.dtype is not dst.dtype:
-        if src.dtype.bit_width % 8 or dst.dtype.bit_width % 8 or src.byte_size * src.num_elements != \
-                dst.byte_size * dst.num_elements:
+        if src.dtype.bit_width % 8 or dst.dtype.bit_width % 8 or src.byte_size != dst.byte_size:
             raise HloEvaluationError(f"%{inst.name}: bitcast {src} -> {dst} does not keep the byte size")
         flat = np.array(physical, order="C").reshape(batch + (src.num_elements,))
         physical = flat.view(dst.dtype.numpy)  # reinterprets the minor (only) dim's bytes
