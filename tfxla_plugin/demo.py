@@ -49,7 +49,7 @@ def main() -> int:
     module = hlo.parse_module(DEMO_HLO)
     hlo.verify(module)
     print(module.to_text())
-    x = np.array([[1.0, 2.0, 3.0, 4.0, 5.0], [0.0, -1.0, np.inf, 2.0, 1.0]], np.float32)
+    x = np.array([[1.0, 2.0, 3.0, 4.0, 5.0], [0.0, -1.0, 100.0, 2.0, 1.0]], np.float32)
     (y,) = hlo.evaluate(module, x)
     with np.errstate(invalid="ignore"):
         e = np.exp(x - x.max(axis=1, keepdims=True))
