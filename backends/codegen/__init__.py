@@ -1,0 +1,1 @@
+"""Backend-independent code generation helpers (indented buffers, name generation)."""

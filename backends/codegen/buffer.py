@@ -1,0 +1,45 @@
+"""An indented text buffer for generated code (in the spirit of TorchInductor's IndentedBuffer)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+
+class IndentedBuffer:
+    def __init__(self, indent: str = "  "):
+        self._lines: list[str] = []
+        self._level = 0
+        self._indent = indent
+
+    def line(self, text: str = "") -> None:
+        for part in text.split("\n") if text else [""]:
+            self._lines.append((self._indent * self._level + part) if part else "")
+
+    def lines(self, texts) -> None:
+        for t in texts:
+            self.line(t)
+
+    @contextlib.contextmanager
+    def indent(self, n: int = 1) -> Iterator[None]:
+        self._level += n
+        try:
+            yield
+        finally:
+            self._level -= n
+
+    @contextlib.contextmanager
+    def block(self, header: str, close: str = "}") -> Iterator[None]:
+        """``header {`` ... ``}``."""
+        self.line(header + " {")
+        with self.indent():
+            yield
+        self.line(close)
+
+    def splice(self, other: "IndentedBuffer") -> None:
+        """Append ``other``'s lines at this buffer's current indentation."""
+        for text in other._lines:
+            self._lines.append(self._indent * self._level + text if text else "")
+
+    def getvalue(self) -> str:
+        return "\n".join(self._lines) + "\n"

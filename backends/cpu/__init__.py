@@ -1,0 +1,51 @@
+"""The CPU backend: HLO module -> C source -> cached shared object -> callable ``Executable``.
+
+    exe = backends.cpu.compile(module)
+    outputs = exe(*numpy_arrays)      # list of arrays, the ROOT tuple flattened
+    print(exe.source)                 # the generated C
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backends.cpu.codegen import CodegenOptions, GeneratedKernel, generate
+from backends.cpu.compiler import CompileError, CompilerOptions, compile_shared_object
+from backends.cpu.elemental import CodegenUnsupported
+from backends.cpu.runtime import Kernel, KernelError
+from hlo.ir import HloModule
+from hlo.verifier import verify
+
+
+@dataclass
+class CompileOptions:
+    codegen: CodegenOptions | None = None
+    compiler: CompilerOptions | None = None
+    cache_dir: str | None = None
+
+
+class Executable:
+    def __init__(self, module: HloModule, generated: GeneratedKernel, kernel: Kernel, cache_hit: bool):
+        self.module = module
+        self.generated = generated
+        self.kernel = kernel
+        self.cache_hit = cache_hit
+
+    @property
+    def source(self) -> str:
+        return self.generated.source
+
+    def __call__(self, *args):
+        return self.kernel.run(*args)
+
+
+def compile(module: HloModule, options: CompileOptions | None = None) -> Executable:  # noqa: A001
+    options = options or CompileOptions()
+    verify(module)
+    generated = generate(module, options.codegen)
+    compiled = compile_shared_object(generated.source, options.compiler, options.cache_dir, name=module.name)
+    return Executable(module, generated, Kernel(compiled.path), compiled.cache_hit)
+
+
+__all__ = ["compile", "Executable", "CompileOptions", "CodegenOptions", "CompilerOptions", "CompileError",
+           "CodegenUnsupported", "KernelError"]

@@ -1,0 +1,268 @@
+"""Elemental rules for data movement and small loops: index remapping, reductions, dot.
+
+Data-movement ops never touch memory here: they rewrite the index and ask
+their operand for the element there (broadcast drops dims, transpose permutes,
+slice offsets, pad and concatenate choose with a conditional). Reduce, dot
+and reduce-window open an inner loop over their reduced dims with
+accumulators, inlining the reducer computation.
+"""
+
+from __future__ import annotations
+
+from backends.cpu import ctypes_c as C
+from backends.cpu.elemental import (
+    CodegenUnsupported, ElementalEmitter, Index, ctype_of, delinearize, elemental, linear_index,
+)
+from hlo.ir import HloInstruction
+from hlo.opcodes import Opcode
+from hlo.shapes import Shape, TupleShape
+
+
+@elemental(Opcode.CONSTANT)
+def _constant(em: ElementalEmitter, inst: HloInstruction, idx: Index):
+    shape = inst.shape
+    if not isinstance(shape, Shape):
+        raise CodegenUnsupported(f"%{inst.name}: tuple constants are not supported")
+    arr = inst.literal.to_numpy()
+    if shape.num_elements == 1:
+        return C.literal(arr.reshape(-1)[0], shape.dtype)
+    ref = em.constant_ref(inst)
+    return C.load(shape.dtype, f"{ref}[{linear_index(Shape(shape.dtype, shape.dims), idx)}]")
+
+
+@elemental(Opcode.IOTA)
+def _iota(em, inst, idx):
+    return em.result(inst, f"({C.compute(inst.shape.dtype)})({idx[inst.attr('iota_dimension')]})")
+
+
+@elemental(Opcode.BROADCAST)
+def _broadcast(em, inst, idx):
+    dims = inst.attr("dimensions")
+    return em.operand(inst, 0, tuple(idx[d] for d in dims))
+
+
+@elemental(Opcode.RESHAPE, Opcode.BITCAST)
+def _reshape(em, inst, idx):
+    src = em.operand_shape(inst, 0)
+    if src.num_elements == 1:
+        return em.operand(inst, 0, ("0",) * src.rank)
+    if inst.opcode is Opcode.BITCAST:  # same bytes: map through both layouts
+        offset = linear_index(inst.shape, idx)
+        return em.operand(inst, 0, delinearize(offset, src))
+    offset = em.tmp("int64_t", linear_index(Shape(inst.shape.dtype, inst.shape.dims), idx), "o")
+    return em.operand(inst, 0, delinearize(offset, Shape(src.dtype, src.dims)))
+
+
+@elemental(Opcode.TRANSPOSE)
+def _transpose(em, inst, idx):
+    perm = inst.attr("dimensions")
+    src = [None] * len(perm)
+    for out_dim, in_dim in enumerate(perm):
+        src[in_dim] = idx[out_dim]
+    return em.operand(inst, 0, tuple(src))
+
+
+@elemental(Opcode.SLICE)
+def _slice(em, inst, idx):
+    spec = inst.attr("slice")
+    src = []
+    for i, d in zip(idx, spec):
+        term = i if d.stride == 1 else f"{i} * {d.stride}"
+        src.append(term if d.start == 0 else f"({d.start} + {term})")
+    return em.operand(inst, 0, tuple(src))
+
+
+@elemental(Opcode.REVERSE)
+def _reverse(em, inst, idx):
+    dims = set(inst.attr("dimensions"))
+    n = inst.shape.dims
+    return em.operand(inst, 0, tuple(f"({n[d] - 1} - {i})" if d in dims else i for d, i in enumerate(idx)))
+
+
+@elemental(Opcode.PAD)
+def _pad(em, inst, idx):
+    cfg = inst.attr("padding")
+    src_dims = em.operand_shape(inst, 0).dims
+    conds, src = [], []
+    for i, d, n in zip(idx, cfg, src_dims):
+        shifted = f"({i} - ({d.low}))" if d.low else i
+        if d.interior:
+            conds.append(f"{shifted} % {d.interior + 1} == 0")
+            shifted = f"({shifted} / {d.interior + 1})"
+        conds += [f"{shifted} >= 0", f"{shifted} < {n}"]
+        src.append(shifted)
+    value = em.var(ctype_of(inst), em.operand(inst, 1, ()))
+    inside = em.tmp("int", " && ".join(f"({c})" for c in conds) or "1", "in")
+    with em.buf.block(f"if ({inside})"):
+        em.push()
+        v = em.operand(inst, 0, tuple(src))
+        em.buf.line(f"{value} = {v};")
+        em.pop()
+    return value
+
+
+@elemental(Opcode.CONCATENATE)
+def _concatenate(em, inst, idx):
+    (axis,) = inst.attr("dimensions")
+    if len(inst.operands) == 1:
+        return em.operand(inst, 0, idx)
+    value = em.var(ctype_of(inst), "0")
+    offset = 0
+    for k, name in enumerate(inst.operands):
+        size = em.comp[name].shape.dims[axis]
+        if k == len(inst.operands) - 1:
+            header = "else"
+        else:
+            header = ("else if" if k else "if") + f" ({idx[axis]} < {offset + size})"
+        with em.buf.block(header):
+            em.push()
+            sub = tuple(f"({i} - {offset})" if d == axis and offset else i for d, i in enumerate(idx))
+            em.buf.line(f"{value} = {em.emit(name, sub)};")
+            em.pop()
+        offset += size
+    return value
+
+
+def _clamped_starts(em, inst, first: int, sizes, operand_dims):
+    starts = []
+    for d, (size, n) in enumerate(zip(sizes, operand_dims)):
+        s = em.operand(inst, first + d, ())
+        starts.append(em.tmp("int64_t", f"((int64_t)({s}) < 0 ? 0 : ((int64_t)({s}) > {n - size} ? {n - size} "
+                                        f": (int64_t)({s})))", "s"))
+    return starts
+
+
+@elemental(Opcode.DYNAMIC_SLICE)
+def _dynamic_slice(em, inst, idx):
+    src = em.operand_shape(inst, 0)
+    if len(inst.operands) != 1 + src.rank:
+        raise CodegenUnsupported(f"%{inst.name}: dynamic-slice with a start-index vector")
+    starts = _clamped_starts(em, inst, 1, inst.shape.dims, src.dims)
+    return em.operand(inst, 0, tuple(f"({s} + {i})" for s, i in zip(starts, idx)))
+
+
+@elemental(Opcode.DYNAMIC_UPDATE_SLICE)
+def _dynamic_update_slice(em, inst, idx):
+    upd = em.operand_shape(inst, 1)
+    starts = _clamped_starts(em, inst, 2, upd.dims, inst.shape.dims)
+    rel = [f"({i} - {s})" for i, s in zip(idx, starts)]
+    inside = " && ".join(f"({r} >= 0 && {r} < {n})" for r, n in zip(rel, upd.dims)) or "1"
+    value = em.var(ctype_of(inst), "0")
+    with em.buf.block(f"if ({inside})"):
+        em.push()
+        em.buf.line(f"{value} = {em.operand(inst, 1, tuple(rel))};")
+        em.pop()
+    with em.buf.block("else"):
+        em.push()
+        em.buf.line(f"{value} = {em.operand(inst, 0, idx)};")
+        em.pop()
+    return value
+
+
+@elemental(Opcode.TUPLE)
+def _tuple(em, inst, idx):
+    return tuple(em.emit(o, idx) for o in inst.operands)
+
+
+@elemental(Opcode.GET_TUPLE_ELEMENT)
+def _gte(em, inst, idx):
+    value = em.operand(inst, 0, idx)
+    if not isinstance(value, tuple):
+        raise CodegenUnsupported(f"%{inst.name}: get-tuple-element of a non-tuple value")
+    return value[inst.attr("index")]
+
+
+def _loop_accumulate(em: ElementalEmitter, bounds: list[tuple[str, int]], body) -> None:
+    """Open nested ``for`` loops over ``bounds`` ((var, size) pairs) around ``body()``."""
+    for var, size in bounds:
+        em.buf.line(f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{")
+        em.buf._level += 1
+    em.push()
+    body()
+    em.pop()
+    for _ in bounds:
+        em.buf._level -= 1
+        em.buf.line("}")
+
+
+@elemental(Opcode.REDUCE)
+def _reduce(em, inst, idx):
+    n = len(inst.operands) // 2
+    src = em.operand_shape(inst, 0)
+    dims = set(inst.attr("dimensions"))
+    shapes = inst.shape.elements if isinstance(inst.shape, TupleShape) else (inst.shape,)
+    accs = [em.var(C.compute(s.dtype), em.operand(inst, n + k, ()), "acc") for k, s in enumerate(shapes)]
+    loop_vars = {d: em.names.fresh("r") for d in sorted(dims)}
+    out_iter = iter(idx)
+    full = tuple(loop_vars[d] if d in dims else next(out_iter) for d in range(src.rank))
+
+    def body():
+        vals = [em.operand(inst, k, full) for k in range(n)]
+        new = em.call_scalar(inst.attr("to_apply").name, accs + vals)
+        new = new if isinstance(new, tuple) else (new,)
+        for a, v in zip(accs, new):
+            em.buf.line(f"{a} = {v};")
+
+    _loop_accumulate(em, [(loop_vars[d], src.dims[d]) for d in sorted(dims)], body)
+    return tuple(accs) if isinstance(inst.shape, TupleShape) else accs[0]
+
+
+@elemental(Opcode.DOT)
+def _dot(em, inst, idx):
+    lhs, rhs = em.operand_shape(inst, 0), em.operand_shape(inst, 1)
+    lb, lc = inst.attr("lhs_batch_dims", ()), inst.attr("lhs_contracting_dims", ())
+    rb, rc = inst.attr("rhs_batch_dims", ()), inst.attr("rhs_contracting_dims", ())
+    out = list(idx)
+    batch = out[:len(lb)]
+    lfree = [d for d in range(lhs.rank) if d not in lb and d not in lc]
+    rfree = [d for d in range(rhs.rank) if d not in rb and d not in rc]
+    lfree_idx = out[len(lb):len(lb) + len(lfree)]
+    rfree_idx = out[len(lb) + len(lfree):]
+    kvars = [em.names.fresh("k") for _ in lc]
+    li, ri = [None] * lhs.rank, [None] * rhs.rank
+    for d, v in zip(lb, batch):
+        li[d] = v
+    for d, v in zip(rb, batch):
+        ri[d] = v
+    for d, v in zip(lfree, lfree_idx):
+        li[d] = v
+    for d, v in zip(rfree, rfree_idx):
+        ri[d] = v
+    for ld, rd, k in zip(lc, rc, kvars):
+        li[ld], ri[rd] = k, k
+    t = inst.shape.dtype
+    acc_type = "float" if C.compute(t) == "float" else C.compute(t)
+    acc = em.var(acc_type, "0")
+
+    def body():
+        a, b = em.operand(inst, 0, tuple(li)), em.operand(inst, 1, tuple(ri))
+        if t.is_pred:
+            em.buf.line(f"{acc} = {acc} | ({a} & {b});")
+        else:
+            em.buf.line(f"{acc} = ({acc_type})({acc} + ({acc_type})({a}) * ({acc_type})({b}));")
+
+    _loop_accumulate(em, [(k, lhs.dims[d]) for k, d in zip(kvars, lc)], body)
+    return em.result(inst, acc)
+
+
+@elemental(Opcode.MAP)
+def _map(em, inst, idx):
+    args = [em.operand(inst, k, idx) for k in range(len(inst.operands))]
+    return em.call_scalar(inst.attr("to_apply").name, args)
+
+
+@elemental(Opcode.CALL)
+def _call(em, inst, idx):
+    comp = em.module.computation(inst.attr("to_apply").name)
+    if any(p.shape.rank if isinstance(p.shape, Shape) else 1 for p in comp.parameters) or not \
+            isinstance(inst.shape, Shape) or inst.shape.rank:
+        raise CodegenUnsupported(f"%{inst.name}: only scalar calls can be inlined into a loop")
+    return em.call_scalar(comp.name, [em.operand(inst, k, ()) for k in range(len(inst.operands))])
+
+
+@elemental(Opcode.FUSION)
+def _nested_fusion(em, inst, idx):
+    comp = em.module.computation(inst.attr("calls").name)
+    sub = ElementalEmitter(em.module, comp, [(lambda i, k=k: em.operand(inst, k, i)) for k in range(len(inst.operands))],
+                           em.buf, em.names, em.constant_ref)
+    return sub.emit(comp.root_name, idx)

@@ -1,0 +1,161 @@
+"""Elemental rules for elementwise math: unary, binary, compare, select, clamp, convert.
+
+Each opcode maps to a C template per compute kind: ``f`` (float, also used
+for f16/bf16), ``d`` (double), ``i`` (signed or unsigned integers, through
+the typed helpers of the prelude) and ``p`` (pred). Templates take the
+operand expressions and the HLO type name (for the ``tfxla_*_s32``-style
+helpers). The semantics match the reference evaluator.
+"""
+
+from __future__ import annotations
+
+from backends.cpu import ctypes_c as C
+from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, elemental
+from hlo.attributes import ComparisonDirection, ComparisonType
+from hlo.dtypes import PrimitiveType as P
+from hlo.ir import HloInstruction
+from hlo.opcodes import Opcode
+
+
+def kind(t: P) -> str:
+    if t.is_pred:
+        return "p"
+    if t.is_integral:
+        return "i"
+    if t is P.F64:
+        return "d"
+    if t.is_float:
+        return "f"
+    raise CodegenUnsupported(f"element type {t.value} is not supported by the CPU backend")
+
+
+# opcode -> {kind: template}; {x} is the operand, {n} the HLO type name (s32, u8, ...).
+UNARY = {
+    Opcode.ABS: {"f": "fabsf({x})", "d": "fabs({x})", "i": "tfxla_abs_{n}({x})"},
+    Opcode.NEGATE: {"f": "-({x})", "d": "-({x})", "i": "({c})(0u - ({c})({x}))"},
+    Opcode.SIGN: {"f": "tfxla_signf({x})", "d": "tfxla_sign({x})", "i": "({c})(({x}) > 0) - ({c})(({x}) < 0)"},
+    Opcode.FLOOR: {"f": "floorf({x})", "d": "floor({x})"},
+    Opcode.CEIL: {"f": "ceilf({x})", "d": "ceil({x})"},
+    Opcode.ROUND_NEAREST_AFZ: {"f": "roundf({x})", "d": "round({x})"},
+    Opcode.ROUND_NEAREST_EVEN: {"f": "nearbyintf({x})", "d": "nearbyint({x})"},
+    Opcode.EXPONENTIAL: {"f": "expf({x})", "d": "exp({x})"},
+    Opcode.EXPONENTIAL_MINUS_ONE: {"f": "expm1f({x})", "d": "expm1({x})"},
+    Opcode.LOG: {"f": "logf({x})", "d": "log({x})"},
+    Opcode.LOG_PLUS_ONE: {"f": "log1pf({x})", "d": "log1p({x})"},
+    Opcode.SQRT: {"f": "sqrtf({x})", "d": "sqrt({x})"},
+    Opcode.RSQRT: {"f": "(1.0f / sqrtf({x}))", "d": "(1.0 / sqrt({x}))"},
+    Opcode.CBRT: {"f": "cbrtf({x})", "d": "cbrt({x})"},
+    Opcode.TANH: {"f": "tanhf({x})", "d": "tanh({x})"},
+    Opcode.LOGISTIC: {"f": "tfxla_logisticf({x})", "d": "tfxla_logistic({x})"},
+    Opcode.SINE: {"f": "sinf({x})", "d": "sin({x})"},
+    Opcode.COSINE: {"f": "cosf({x})", "d": "cos({x})"},
+    Opcode.TAN: {"f": "tanf({x})", "d": "tan({x})"},
+    Opcode.ERF: {"f": "erff({x})", "d": "erf({x})"},
+    Opcode.NOT: {"p": "!({x})", "i": "({c})~({x})"},
+    Opcode.IS_FINITE: {"f": "isfinite({x})", "d": "isfinite({x})"},
+    Opcode.POPCNT: {"i": "tfxla_popcnt_{n}({x})"},
+    Opcode.CLZ: {"i": "tfxla_clz_{n}({x})"},
+    Opcode.COPY: {"f": "{x}", "d": "{x}", "i": "{x}", "p": "{x}"},
+}
+
+BINARY = {
+    Opcode.ADD: {"f": "({x} + {y})", "d": "({x} + {y})", "i": "({c})(({u})({x}) + ({u})({y}))", "p": "({x} | {y})"},
+    Opcode.SUBTRACT: {"f": "({x} - {y})", "d": "({x} - {y})", "i": "({c})(({u})({x}) - ({u})({y}))"},
+    Opcode.MULTIPLY: {"f": "({x} * {y})", "d": "({x} * {y})", "i": "({c})(({u})({x}) * ({u})({y}))",
+                      "p": "({x} & {y})"},
+    Opcode.DIVIDE: {"f": "({x} / {y})", "d": "({x} / {y})", "i": "tfxla_div_{n}({x}, {y})"},
+    Opcode.REMAINDER: {"f": "tfxla_remf({x}, {y})", "d": "tfxla_rem({x}, {y})", "i": "tfxla_rem_{n}({x}, {y})"},
+    Opcode.POWER: {"f": "tfxla_powf({x}, {y})", "d": "tfxla_pow({x}, {y})", "i": "tfxla_pow_{n}({x}, {y})"},
+    Opcode.MAXIMUM: {"f": "tfxla_maxf({x}, {y})", "d": "tfxla_max({x}, {y})", "i": "(({x}) >= ({y}) ? ({x}) : ({y}))",
+                     "p": "({x} | {y})"},
+    Opcode.MINIMUM: {"f": "tfxla_minf({x}, {y})", "d": "tfxla_min({x}, {y})", "i": "(({x}) <= ({y}) ? ({x}) : ({y}))",
+                     "p": "({x} & {y})"},
+    Opcode.ATAN2: {"f": "atan2f({x}, {y})", "d": "atan2({x}, {y})"},
+    Opcode.AND: {"p": "({x} & {y})", "i": "({c})({x} & {y})"},
+    Opcode.OR: {"p": "({x} | {y})", "i": "({c})({x} | {y})"},
+    Opcode.XOR: {"p": "({x} ^ {y})", "i": "({c})({x} ^ {y})"},
+    Opcode.SHIFT_LEFT: {"i": "tfxla_shl_{n}({x}, {y})"},
+    Opcode.SHIFT_RIGHT_LOGICAL: {"i": "tfxla_shrl_{n}({x}, {y})"},
+    Opcode.SHIFT_RIGHT_ARITHMETIC: {"i": "tfxla_shra_{n}({x}, {y})"},
+}
+
+_UNSIGNED_OF = {"int8_t": "uint8_t", "int16_t": "uint16_t", "int32_t": "uint32_t", "int64_t": "uint64_t"}
+
+
+def _template(table: dict, inst: HloInstruction, t: P) -> str:
+    k = kind(t)
+    template = table[inst.opcode].get(k)
+    if template is None:
+        raise CodegenUnsupported(f"%{inst.name}: {inst.opcode.text} on {t.value} is not supported")
+    return template
+
+
+@elemental(*UNARY)
+def _unary(em: ElementalEmitter, inst: HloInstruction, idx):
+    t = em.operand_shape(inst, 0).dtype
+    x = em.operand(inst, 0, idx)
+    c = C.compute(t)
+    expr = _template(UNARY, inst, t).format(x=x, n=t.value, c=c)
+    return em.result(inst, expr)
+
+
+@elemental(*BINARY)
+def _binary(em: ElementalEmitter, inst: HloInstruction, idx):
+    t = em.operand_shape(inst, 0).dtype
+    x, y = em.operand(inst, 0, idx), em.operand(inst, 1, idx)
+    c = C.compute(t)
+    expr = _template(BINARY, inst, t).format(x=x, y=y, n=t.value, c=c, u=_UNSIGNED_OF.get(c, c))
+    return em.result(inst, expr)
+
+
+_CMP = {ComparisonDirection.EQ: "==", ComparisonDirection.NE: "!=", ComparisonDirection.LT: "<",
+        ComparisonDirection.LE: "<=", ComparisonDirection.GT: ">", ComparisonDirection.GE: ">="}
+
+
+@elemental(Opcode.COMPARE)
+def _compare(em: ElementalEmitter, inst: HloInstruction, idx):
+    t = em.operand_shape(inst, 0).dtype
+    x, y = em.operand(inst, 0, idx), em.operand(inst, 1, idx)
+    if inst.attr("type") is ComparisonType.TOTALORDER and t.is_float:
+        f = "tfxla_total_f64" if t is P.F64 else "tfxla_total_f32"
+        x, y = f"{f}({x})", f"{f}({y})"
+    return em.tmp("int", f"({x} {_CMP[inst.attr('direction')]} {y})")
+
+
+@elemental(Opcode.SELECT)
+def _select(em: ElementalEmitter, inst: HloInstruction, idx):
+    pred_idx = idx if em.operand_shape(inst, 0).dims else ()
+    p = em.operand(inst, 0, pred_idx)
+    a, b = em.operand(inst, 1, idx), em.operand(inst, 2, idx)
+    return em.result(inst, f"({p} ? {a} : {b})")
+
+
+@elemental(Opcode.CLAMP)
+def _clamp(em: ElementalEmitter, inst: HloInstruction, idx):
+    t = inst.shape.dtype
+    lo = em.operand(inst, 0, idx if em.operand_shape(inst, 0).dims else ())
+    x = em.operand(inst, 1, idx)
+    hi = em.operand(inst, 2, idx if em.operand_shape(inst, 2).dims else ())
+    mx, mn = BINARY[Opcode.MAXIMUM][kind(t)], BINARY[Opcode.MINIMUM][kind(t)]
+    inner = em.tmp(C.compute(t), mx.format(x=x, y=lo))
+    return em.result(inst, mn.format(x=inner, y=hi))
+
+
+@elemental(Opcode.CONVERT)
+def _convert(em: ElementalEmitter, inst: HloInstruction, idx):
+    src = em.operand_shape(inst, 0).dtype
+    dst = inst.shape.dtype
+    x = em.operand(inst, 0, idx)
+    out = C.compute(dst)
+    if dst.is_pred:
+        expr = f"(({x}) != 0)"
+    elif dst.is_integral and src.is_float:
+        expr = f"tfxla_from_f64_{dst.value}((double)({x}))"
+    elif dst.is_integral:
+        unsigned = _UNSIGNED_OF.get(out, out)
+        expr = f"({out})({unsigned})({x})"
+    elif dst is P.F16 or dst is P.BF16:
+        expr = f"(float)({x})"  # em.result rounds to the narrow type
+    else:
+        expr = f"({out})({x})"
+    return em.result(inst, expr)

@@ -1,0 +1,77 @@
+"""Loading a compiled kernel and calling it from Python through its C ABI (ctypes)."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from pathlib import Path
+
+import numpy as np
+
+from hlo.dtypes import PrimitiveType
+
+_ERR_LEN = 1024
+
+
+class KernelError(RuntimeError):
+    """A kernel returned an error status (its message says why)."""
+
+
+class Kernel:
+    """A loaded shared object with its signature; ``run`` calls it on NumPy arrays."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self.lib = ctypes.CDLL(str(self.path))
+        except OSError as e:
+            raise KernelError(f"cannot load kernel {self.path}: {e}") from e
+        for sym in ("tfxla_abi_version", "tfxla_signature", "tfxla_run", "tfxla_init", "tfxla_teardown"):
+            if not hasattr(self.lib, sym):
+                raise KernelError(f"{self.path} is not a tfxla kernel: missing symbol {sym}")
+        self.lib.tfxla_signature.restype = ctypes.c_char_p
+        self.signature = json.loads(self.lib.tfxla_signature().decode())
+        self.lib.tfxla_run.restype = ctypes.c_int
+        self.lib.tfxla_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                       ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_void_p),
+                                       ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.tfxla_init.restype = ctypes.c_int
+        self.lib.tfxla_init.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.tfxla_teardown.argtypes = [ctypes.c_void_p]
+        self.inputs = [(PrimitiveType.from_text(i["dtype"]), tuple(i["dims"])) for i in self.signature["inputs"]]
+        self.outputs = [(PrimitiveType.from_text(o["dtype"]), tuple(o["dims"])) for o in self.signature["outputs"]]
+        self._scratch = np.empty(int(self.signature["scratch_bytes"]) + 64, np.uint8)
+        offset = (-self._scratch.ctypes.data) % 64
+        self._scratch_ptr = self._scratch.ctypes.data + offset
+        self._state = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        if self.lib.tfxla_init(ctypes.byref(self._state), err, _ERR_LEN) != 0:
+            raise KernelError(f"kernel init failed: {err.value.decode(errors='replace')}")
+
+    def __del__(self):
+        lib = getattr(self, "lib", None)
+        if lib is not None and getattr(self, "_state", None) is not None:
+            lib.tfxla_teardown(self._state)
+
+    def run(self, *args) -> list[np.ndarray]:
+        if len(args) != len(self.inputs):
+            raise TypeError(f"kernel takes {len(self.inputs)} input(s), got {len(args)}")
+        arrays = []
+        dims: list[int] = []
+        for k, (arg, (dtype, shape)) in enumerate(zip(args, self.inputs)):
+            a = np.asarray(arg)
+            if a.dtype != dtype.numpy:
+                raise TypeError(f"input {k}: expected dtype {dtype.value} ({dtype.numpy}), got {a.dtype}")
+            if a.ndim != len(shape):
+                raise ValueError(f"input {k}: expected rank {len(shape)} {list(shape)}, got dims {list(a.shape)}")
+            arrays.append(np.ascontiguousarray(a))
+            dims.extend(a.shape)
+        outs = [np.empty(shape, dtype.numpy) for dtype, shape in self.outputs]
+        in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs])
+        dim_arr = (ctypes.c_int64 * max(len(dims), 1))(*dims)
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        status = self.lib.tfxla_run(self._state, in_ptrs, dim_arr, out_ptrs, self._scratch_ptr, err, _ERR_LEN)
+        if status != 0:
+            raise KernelError(err.value.decode(errors="replace"))
+        return outs
