@@ -1,32 +1,68 @@
-"""C code generation for a whole HLO module: buffers, one loop nest per instruction, the kernel ABI.
+"""C code generation for a whole HLO module: one C function per computation, and the kernel ABI.
 
-The ENTRY computation's instructions are emitted in order (its text order is
-the schedule). Each array-valued instruction (a fusion or a single op) gets a
-loop nest over its output whose body is written by the elemental emitter;
-parameters read the caller's input buffers, constants become static arrays,
-tuples and get-tuple-element are aliases. Results that are ROOT outputs are
-written straight into the caller's output buffers; every other buffer lives
-in one scratch arena whose offsets come from ``buffer_assignment``.
-The ABI (documented in backends/README.md) is an init/run/teardown triple.
+Every computation that runs at the top level (the ENTRY, while bodies and
+conditions, conditional branches, called computations) becomes
+``static int comp_N(void* const* p, void* const* r, char* scratch, char* err, size_t errlen)``:
+``p`` holds the leaf buffers of its parameters, ``r`` the leaf buffers its
+result is written to. Its instructions are emitted in order (text order is
+the schedule): parameters, constants, tuples and get-tuple-element are
+buffer aliases; opcodes with a top-level kernel (``TOP_LEVEL``: while,
+conditional, sort, scatter, ...) emit it; everything else, fusions included,
+becomes one loop nest over its output whose body the elemental emitter
+writes. Each computation owns a fixed region of the scratch arena. The ABI
+(backends/README.md) wraps the ENTRY function in init/run/teardown.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Callable, Union
 
 from backends.codegen.buffer import IndentedBuffer
 from backends.cpu import ctypes_c as C
-from backends.cpu import elemental_data, elemental_math  # noqa: F401  (register elemental rules)
 from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, Names, linear_index
 from backends.cpu.prelude import PRELUDE
-from hlo.ir import HloInstruction, HloModule
+from hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo.opcodes import Opcode
-from hlo.shapes import Shape, TupleShape
+from hlo.shapes import Shape, ShapeLike, TupleShape
 
 ABI_VERSION = 1
 ALIGNMENT = 64
-_ALIASES = {Opcode.PARAMETER, Opcode.CONSTANT, Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT}
+
+
+@dataclass(frozen=True)
+class Buf:
+    """An array in memory: a C pointer expression (to the storage type) and its shape."""
+
+    ptr: str
+    shape: Shape
+
+    def read(self, idx) -> str:
+        return C.load(self.shape.dtype, f"{self.ptr}[{linear_index(self.shape, idx)}]")
+
+
+Value = Union[Buf, tuple]  # a Buf or a (nested) tuple of values
+
+
+def leaves(value: Value) -> list[Buf]:
+    if isinstance(value, Buf):
+        return [value]
+    out: list[Buf] = []
+    for v in value:
+        out.extend(leaves(v))
+    return out
+
+
+def shape_leaves(shape: ShapeLike) -> list[Shape]:
+    return list(shape.leaves())
+
+
+def check_array(shape: ShapeLike, what: str) -> Shape:
+    if not isinstance(shape, Shape) or not shape.dtype.is_array_type:
+        raise CodegenUnsupported(f"{what} must be an array, got {shape}")
+    C.storage(shape.dtype)
+    return shape
 
 
 @dataclass
@@ -43,182 +79,330 @@ class GeneratedKernel:
     buffer_offsets: dict[str, int] = field(default_factory=dict)
 
 
-def _array(shape, what: str) -> Shape:
-    if not isinstance(shape, Shape) or not shape.dtype.is_array_type:
-        raise CodegenUnsupported(f"{what} must be an array, got {shape}")
-    C.storage(shape.dtype)
-    return shape
+class ComputationEmitter:
+    """Emits one computation as a C function (see the module docstring)."""
+
+    def __init__(self, gen: "ModuleCodegen", comp: HloComputation, fname: str):
+        self.gen = gen
+        self.comp = comp
+        self.fname = fname
+        self.buf = IndentedBuffer()
+        self.decls = IndentedBuffer()  # buffer pointers, hoisted to the top of the function
+        self.values: dict[str, Value] = {}
+        self.scratch_bytes = 0
+        self.offsets: dict[str, int] = {}
+
+    @property
+    def names(self) -> Names:
+        return self.gen.names
+
+    # --- buffers -----------------------------------------------------------------------
+    def declare(self, shape: Shape, expr: str) -> Buf:
+        """A local pointer variable for a buffer. Pointers are always locals: GCC 12 miscompiles
+        vectorized loops with conditional loads through pointers reloaded from an array (p[0])."""
+        name = self.names.fresh("b")
+        ctype = C.storage(shape.dtype)
+        self.decls.line(f"{ctype}* const {name} = ({ctype}*)({expr});")
+        return Buf(name, shape)
+
+    def alloc(self, shape: Shape, label: str) -> Buf:
+        offset = self.scratch_bytes
+        self.offsets[label] = offset
+        self.scratch_bytes += -(-max(shape.byte_size, 1) // ALIGNMENT) * ALIGNMENT
+        return self.declare(shape, f"scratch + {offset}")
+
+    def alloc_value(self, shape: ShapeLike, label: str) -> Value:
+        if isinstance(shape, TupleShape):
+            return tuple(self.alloc_value(s, f"{label}#{k}") for k, s in enumerate(shape.elements))
+        return self.alloc(check_array(shape, f"%{label}"), label)
+
+    def alloc_bytes(self, nbytes: int, label: str) -> str:
+        offset = self.scratch_bytes
+        self.offsets[label] = offset
+        self.scratch_bytes += -(-max(nbytes, 1) // ALIGNMENT) * ALIGNMENT
+        return f"(scratch + {offset})"
+
+    def reader(self, name: str) -> Callable:
+        """A function from an index to the element of instruction ``name`` (arrays and tuples of arrays)."""
+        inst = self.comp[name]
+        if inst.opcode is Opcode.CONSTANT:
+            return lambda idx, inst=inst: self.gen.constant_element(inst, idx)
+        return _value_reader(self.values[name])
+
+    def emit_copy(self, dst: Buf, src: Buf) -> None:
+        if dst.ptr != src.ptr and dst.shape.num_elements:
+            self.buf.line(f"memcpy({dst.ptr}, {src.ptr}, {dst.shape.byte_size});")
+
+    # --- the function --------------------------------------------------------------------
+    def emit(self, result_leaves: list[str]) -> None:
+        comp = self.comp
+        root = comp.root
+        root_parts = list(root.operands) if root.opcode is Opcode.TUPLE else [root.name]
+        result = _rebuild(root.shape, result_leaves, self.declare)
+        counts = {n: root_parts.count(n) for n in root_parts}
+        direct: dict[str, Value] = {}
+        if root.opcode is Opcode.TUPLE:
+            for name, part in zip(root_parts, result):
+                if counts[name] == 1:
+                    direct[name] = part
+        else:
+            direct[root.name] = result
+
+        pos = 0
+        for p in comp.parameters:
+            n = len(shape_leaves(p.shape))
+            self.values[p.name] = _rebuild(p.shape, [f"p[{pos + k}]" for k in range(n)], self.declare)
+            pos += n
+        for inst in comp.instructions:
+            self.emit_instruction(inst, direct.get(inst.name))
+        # Results not written in place are copied.
+        final = self.values.get(root.name)
+        if final is None:
+            final = self.gen.constant_value(root)
+        for src, dst in zip(leaves(final), leaves(result)):
+            self.emit_copy(dst, src)
+
+    def emit_instruction(self, inst: HloInstruction, out: Value | None) -> None:
+        op = inst.opcode
+        if op is Opcode.PARAMETER:
+            return
+        if op is Opcode.CONSTANT:
+            self.values[inst.name] = self.gen.constant_value(inst)
+            return
+        if op is Opcode.TUPLE:
+            self.values[inst.name] = tuple(self.values.get(o) or self.gen.constant_value(self.comp[o])
+                                           for o in inst.operands)
+            return
+        if op is Opcode.GET_TUPLE_ELEMENT:
+            src = self.values[inst.operands[0]]
+            if not isinstance(src, tuple):
+                raise CodegenUnsupported(f"%{inst.name}: get-tuple-element of a non-tuple")
+            self.values[inst.name] = src[inst.attr("index")]
+            return
+        target = out if out is not None else self.alloc_value(inst.shape, inst.name)
+        self.values[inst.name] = target
+        self.buf.line(c_comment(f"%{inst.name} = {inst.shape} {op.text}"))
+        kernel = TOP_LEVEL.get(op)
+        if kernel is not None:
+            kernel(self, inst, target)
+            return
+        try:
+            trial = IndentedBuffer()
+            saved, self.buf = self.buf, trial
+            mark = self.names.counter
+            self.emit_loop(inst, target)
+        except CodegenUnsupported:
+            self.buf = saved
+            if op is not Opcode.FUSION:
+                raise
+            self.names.counter = mark
+            self.emit_call(inst.attr("calls").name, [self.values_or_const(o) for o in inst.operands], target)
+            return
+        self.buf = saved
+        self.buf.splice(trial)
+
+    def values_or_const(self, name: str) -> Value:
+        v = self.values.get(name)
+        return v if v is not None else self.gen.constant_value(self.comp[name])
+
+    # --- loops -----------------------------------------------------------------------
+    def emit_loop(self, inst: HloInstruction, target: Value) -> None:
+        outs = leaves(target)
+        dims = outs[0].shape.dims
+        if any(o.shape.dims != dims for o in outs):
+            raise CodegenUnsupported(f"%{inst.name}: tuple results of different dims in one loop")
+        if 0 in dims:
+            return
+        buf = self.buf
+        readers = [self.reader(o) for o in inst.operands]
+        if inst.opcode is Opcode.FUSION:
+            fused = self.gen.module.computation(inst.attr("calls").name)
+            emitter = ElementalEmitter(self.gen.module, fused, readers, buf, self.names, self.gen.constant_ref)
+            root = fused.root_name
+        else:
+            emitter = ElementalEmitter(self.gen.module, self.comp, [], buf, self.names, self.gen.constant_ref,
+                                       external=dict(zip(inst.operands, readers)))
+            root = inst.name
+        idx = tuple(self.names.fresh("i") for _ in dims)
+        with buf.block(""):
+            elements = outs[0].shape.num_elements
+            for d, (var, n) in enumerate(zip(idx, dims)):
+                if d == 0 and elements >= self.gen.options.parallel_threshold and n > 1:
+                    buf.line("#pragma omp parallel for schedule(static)")
+                buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
+                buf._level += 1
+            value = emitter.emit(root, idx)
+            values = value if isinstance(value, tuple) else (value,)
+            if len(values) != len(outs):
+                raise CodegenUnsupported(f"%{inst.name}: nested tuple results in one loop")
+            for o, v in zip(outs, values):
+                buf.line(f"{o.ptr}[{linear_index(o.shape, idx)}] = {C.store(o.shape.dtype, v)};")
+            for _ in dims:
+                buf._level -= 1
+                buf.line("}")
+
+    # --- calls into other computations ------------------------------------------------
+    def emit_call(self, comp_name: str, args: list[Value], target: Value) -> None:
+        fname = self.gen.function_for(comp_name)
+        arg_leaves = [b.ptr for a in args for b in leaves(a)]
+        out_leaves = [b.ptr for b in leaves(target)]
+        with self.buf.block(""):
+            self.buf.line(f"void* const cp[] = {{{', '.join(f'(void*){a}' for a in arg_leaves) or '0'}}};")
+            self.buf.line(f"void* const cr[] = {{{', '.join(f'(void*){a}' for a in out_leaves) or '0'}}};")
+            self.buf.line(f"if ({fname}(cp, cr, scratch_base + TFXLA_BASE_{fname}, err, errlen)) return 1;")
+
+    def function_text(self) -> str:
+        out = IndentedBuffer()
+        with out.block(f"static int {self.fname}(void* const* p, void* const* r, char* scratch, char* err, "
+                       f"size_t errlen)"):
+            out.line("(void)p; (void)r; (void)scratch; (void)err; (void)errlen;")
+            out.line("char* const scratch_base = tfxla_scratch_base;")
+            out.line("(void)scratch_base;")
+            out.splice(self.decls)
+            out.splice(self.buf)
+            out.line("return 0;")
+        return out.getvalue()
+
+
+def c_comment(text: str) -> str:
+    return "/* " + text.replace("*/", "* /") + " */"
+
+
+def _rebuild(shape: ShapeLike, ptrs: list[str], declare: Callable[[Shape, str], Buf]) -> Value:
+    """The buffers of a (tuple) value whose leaves live at the given ``void*`` expressions."""
+    it = iter(ptrs)
+
+    def build(s: ShapeLike) -> Value:
+        if isinstance(s, TupleShape):
+            return tuple(build(e) for e in s.elements)
+        return declare(check_array(s, "buffer"), next(it))
+    return build(shape)
+
+
+def _value_reader(value: Value) -> Callable:
+    if isinstance(value, Buf):
+        return value.read
+    readers = [_value_reader(v) for v in value]
+    return lambda idx: tuple(r(idx) for r in readers)
+
+
+TopLevelKernel = Callable[[ComputationEmitter, HloInstruction, Value], None]
+TOP_LEVEL: dict[Opcode, TopLevelKernel] = {}
+
+
+def top_level(*opcodes: Opcode):
+    def register(fn: TopLevelKernel) -> TopLevelKernel:
+        for op in opcodes:
+            TOP_LEVEL[op] = fn
+        return fn
+    return register
 
 
 class ModuleCodegen:
     def __init__(self, module: HloModule, options: CodegenOptions | None = None):
         self.module = module
         self.options = options or CodegenOptions()
-        self.entry = module.entry
         self.names = Names()
         self.globals = IndentedBuffer()
-        self.body = IndentedBuffer()
-        self.buffers: dict[str, str | tuple] = {}  # instruction -> C pointer expression (or tuple of them)
-        self.constants: dict[str, str] = {}
-        self.scratch_offsets: dict[str, int] = {}
-        self.scratch_bytes = 0
+        self.constants: dict[int, str] = {}
+        self.functions: dict[str, ComputationEmitter] = {}  # computation name -> emitter
+        self.order: list[str] = []  # function emission order (callees first)
 
-    # --- buffers -----------------------------------------------------------------
-    def _scratch(self, name: str, nbytes: int) -> str:
-        offset = self.scratch_bytes
-        self.scratch_offsets[name] = offset
-        self.scratch_bytes += -(-max(nbytes, 1) // ALIGNMENT) * ALIGNMENT
-        return f"(scratch + {offset})"
-
+    # --- constants --------------------------------------------------------------------
     def constant_ref(self, inst: HloInstruction) -> str:
-        if inst.name in self.constants:
-            return self.constants[inst.name]
-        shape = inst.shape
-        cname = f"k_{len(self.constants)}"
-        values = C.numpy_to_c_array(inst.literal.to_numpy(), shape.dtype) if shape.num_elements else "0"
-        self.globals.line(f"static const {C.storage(shape.dtype)} {cname}[{max(shape.num_elements, 1)}] = "
-                          f"{{{values}}};")
-        self.constants[inst.name] = cname
-        return cname
+        key = id(inst)
+        if key not in self.constants:
+            if inst.literal is None or inst.literal.is_elided:
+                raise CodegenUnsupported(f"%{inst.name}: constant elided in the HLO text ({{...}})")
+            shape = check_array(inst.shape, f"constant %{inst.name}")
+            cname = f"k_{len(self.constants)}"
+            values = C.numpy_to_c_array(inst.literal.to_numpy(), shape.dtype) if shape.num_elements else "0"
+            self.globals.line(f"static const {C.storage(shape.dtype)} {cname}[{max(shape.num_elements, 1)}] "
+                              f"__attribute__((aligned(64))) = {{{values}}};")
+            self.constants[key] = cname
+        return self.constants[key]
 
-    def _reader(self, name: str):
-        """A ParamFn reading instruction ``name``'s (array) buffer at an index."""
-        inst = self.entry[name]
-        if inst.opcode is Opcode.CONSTANT:
-            if inst.literal.is_elided:
-                raise CodegenUnsupported(f"%{name}: constant elided in the HLO text ({{...}})")
-            shape = inst.shape
+    def constant_value(self, inst: HloInstruction) -> Buf:
+        shape = check_array(inst.shape, f"%{inst.name}")
+        return Buf(f"(({C.storage(shape.dtype)}*){self.constant_ref(inst)})", shape)
 
-            def read_const(idx, inst=inst):
-                if shape.num_elements == 1:
-                    return C.literal(inst.literal.to_numpy().reshape(-1)[0], shape.dtype)
-                return C.load(shape.dtype, f"{self.constant_ref(inst)}[{linear_index(shape, idx)}]")
-            return read_const
-        ptr = self.buffers[name]
-        if isinstance(ptr, tuple):
-            return lambda idx: tuple(self._tuple_reader(p, s)(idx) for p, s in ptr)
-        shape = _array(inst.shape, f"%{name}")
-        return lambda idx: C.load(shape.dtype, f"{ptr}[{linear_index(shape, idx)}]")
+    def constant_element(self, inst: HloInstruction, idx) -> str:
+        shape = check_array(inst.shape, f"%{inst.name}")
+        if shape.num_elements == 1 and inst.literal is not None and not inst.literal.is_elided:
+            return C.literal(inst.literal.to_numpy().reshape(-1)[0], shape.dtype)
+        return C.load(shape.dtype, f"{self.constant_ref(inst)}[{linear_index(shape, idx)}]")
 
-    @staticmethod
-    def _tuple_reader(ptr: str, shape: Shape):
-        return lambda idx: C.load(shape.dtype, f"{ptr}[{linear_index(shape, idx)}]")
+    # --- functions -------------------------------------------------------------------
+    def function_for(self, comp_name: str) -> str:
+        if comp_name not in self.functions:
+            comp = self.module.computation(comp_name)
+            fname = f"comp_{len(self.functions)}"
+            emitter = ComputationEmitter(self, comp, fname)
+            self.functions[comp_name] = emitter
+            emitter.emit([f"r[{k}]" for k in range(len(shape_leaves(comp.root.shape)))])
+            self.order.append(comp_name)
+        return self.functions[comp_name].fname
 
-    # --- emission -------------------------------------------------------------------
     def generate(self) -> GeneratedKernel:
-        entry = self.entry
-        params = entry.parameters
-        for p in params:
-            _array(p.shape, f"parameter %{p.name}")
-        root = entry.root
-        outputs = list(root.operands) if root.opcode is Opcode.TUPLE else [root.name]
-        out_shapes = [_array(entry[o].shape, f"output %{o}") for o in outputs]
-        direct = {o: k for k, o in enumerate(outputs)
-                  if outputs.count(o) == 1 and entry[o].opcode not in _ALIASES}
+        import backends.cpu.kernels  # noqa: F401  (registers the top-level kernels)
 
-        for p in params:
-            self.buffers[p.name] = f"(({C.storage(p.shape.dtype)}*)in[{p.parameter_number}])"
-        for inst in entry.instructions:
-            if inst.opcode in (Opcode.PARAMETER, Opcode.CONSTANT):
-                continue
-            if inst.opcode is Opcode.TUPLE:
-                continue
-            if inst.opcode is Opcode.GET_TUPLE_ELEMENT:
-                src = self.buffers.get(inst.operands[0])
-                if not isinstance(src, tuple):
-                    raise CodegenUnsupported(f"%{inst.name}: get-tuple-element of an unsupported tuple")
-                self.buffers[inst.name] = src[inst.attr("index")][0]
-                continue
-            self._emit_loop(inst, direct)
-
-        copies = [(k, o) for k, o in enumerate(outputs) if o not in direct]
-        for k, o in copies:
-            shape = out_shapes[k]
-            src = self.constant_ref(entry[o]) if entry[o].opcode is Opcode.CONSTANT else self.buffers[o]
-            self.body.line(f"memcpy(out[{k}], {src}, {shape.byte_size});")
-
+        entry = self.module.entry
+        for p in entry.parameters:
+            check_array(p.shape, f"parameter %{p.name}")
+        out_shapes = shape_leaves(entry.root.shape)
+        for s in out_shapes:
+            check_array(s, "an output")
+        entry_fn = self.function_for(entry.name)
+        # Scratch regions: one per function, laid out in emission order.
+        bases, total = {}, 0
+        for name in self.order:
+            em = self.functions[name]
+            bases[em.fname] = total
+            total += em.scratch_bytes
         signature = {
             "abi_version": ABI_VERSION,
             "module": self.module.name,
-            "inputs": [{"dtype": p.shape.dtype.value, "dims": list(p.shape.dims)} for p in params],
+            "inputs": [{"dtype": p.shape.dtype.value, "dims": list(p.shape.dims)} for p in entry.parameters],
             "outputs": [{"dtype": s.dtype.value, "dims": list(s.dims)} for s in out_shapes],
-            "scratch_bytes": self.scratch_bytes,
+            "scratch_bytes": total,
         }
-        return GeneratedKernel(self._assemble(signature, params), signature, self.scratch_bytes,
-                               dict(self.scratch_offsets))
+        offsets = {f"{name}/{label}": bases[self.functions[name].fname] + off
+                   for name in self.order for label, off in self.functions[name].offsets.items()}
+        return GeneratedKernel(self._assemble(signature, bases, entry_fn), signature, total, offsets)
 
-    def _emit_loop(self, inst: HloInstruction, direct: dict[str, int]) -> None:
-        shapes = inst.shape.elements if isinstance(inst.shape, TupleShape) else (inst.shape,)
-        shapes = [_array(s, f"%{inst.name}") for s in shapes]
-        if len({s.dims for s in shapes}) != 1:
-            raise CodegenUnsupported(f"%{inst.name}: tuple outputs of different dims")
-        if inst.name in direct:
-            ptrs = [f"(({C.storage(shapes[0].dtype)}*)out[{direct[inst.name]}])"]
-        else:
-            ptrs = [f"(({C.storage(s.dtype)}*){self._scratch(f'{inst.name}#{k}' if len(shapes) > 1 else inst.name, s.byte_size)})"
-                    for k, s in enumerate(shapes)]
-        if isinstance(inst.shape, TupleShape):
-            self.buffers[inst.name] = tuple(zip(ptrs, shapes))
-        else:
-            self.buffers[inst.name] = ptrs[0]
-        dims = shapes[0].dims
-        buf = self.body
-        buf.line(f"/* %{inst.name} = {inst.shape} {inst.opcode.text} */")
-        if 0 in dims:
-            return
-        idx = tuple(self.names.fresh("i") for _ in dims)
-        with buf.block(""):
-            elements = shapes[0].num_elements
-            for d, (var, n) in enumerate(zip(idx, dims)):
-                if d == 0 and elements >= self.options.parallel_threshold and n > 1:
-                    buf.line("#pragma omp parallel for schedule(static)")
-                buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
-                buf._level += 1
-            emitter = self._emitter_for(inst, buf)
-            value = emitter.emit(inst.name if inst.opcode is not Opcode.FUSION else emitter.comp.root_name, idx)
-            values = value if isinstance(value, tuple) else (value,)
-            for ptr, s, v in zip(ptrs, shapes, values):
-                buf.line(f"{ptr}[{linear_index(s, idx)}] = {C.store(s.dtype, v)};")
-            for _ in dims:
-                buf._level -= 1
-                buf.line("}")
-
-    def _emitter_for(self, inst: HloInstruction, buf: IndentedBuffer) -> ElementalEmitter:
-        readers = [self._reader(o) for o in inst.operands]
-        if inst.opcode is Opcode.FUSION:
-            comp = self.module.computation(inst.attr("calls").name)
-            return ElementalEmitter(self.module, comp, readers, buf, self.names, self.constant_ref)
-        # A single instruction: its operands are read from their buffers.
-        return ElementalEmitter(self.module, self.entry, [], buf, self.names, self.constant_ref,
-                                external=dict(zip(inst.operands, readers)))
-
-    def _assemble(self, signature: dict, params) -> str:
+    def _assemble(self, signature: dict, bases: dict[str, int], entry_fn: str) -> str:
+        entry = self.module.entry
         out = IndentedBuffer()
         out.line(f"/* Generated by tfxla-plugin for HLO module {self.module.name}. Do not edit. */")
         out.line(PRELUDE)
+        out.line("static __thread char* tfxla_scratch_base;")
+        for fname, base in bases.items():
+            out.line(f"#define TFXLA_BASE_{fname} {base}")
         out.splice(self.globals)
         out.line("")
+        for name in self.order:
+            out.line(self.functions[name].function_text())
         out.line(f"TFXLA_EXPORT int tfxla_abi_version(void) {{ return {ABI_VERSION}; }}")
         out.line(f"TFXLA_EXPORT const char* tfxla_signature(void) {{ return {json.dumps(json.dumps(signature))}; }}")
-        out.line(f"TFXLA_EXPORT int64_t tfxla_scratch_bytes(void) {{ return {self.scratch_bytes}; }}")
+        out.line(f"TFXLA_EXPORT int64_t tfxla_scratch_bytes(void) {{ return {signature['scratch_bytes']}; }}")
         out.line("TFXLA_EXPORT int tfxla_init(void** state, char* err, size_t errlen) "
                  "{ (void)err; (void)errlen; *state = NULL; return 0; }")
         out.line("TFXLA_EXPORT void tfxla_teardown(void* state) { (void)state; }")
         out.line("")
         with out.block("TFXLA_EXPORT int tfxla_run(void* state, const void* const* in, const int64_t* in_dims, "
                        "void* const* out, char* scratch, char* err, size_t errlen)"):
-            out.line("(void)state; (void)scratch;")
+            out.line("(void)state;")
             pos = 0
-            for p in params:
+            for p in entry.parameters:
                 for d, n in enumerate(p.shape.dims):
                     with out.block(f"if (in_dims[{pos}] != {n})"):
                         out.line(f'snprintf(err, errlen, "input {p.parameter_number} (%%{p.name}): dimension {d} '
-                                 f'is %lld, the kernel was compiled for {n}", (long long)in_dims[{pos}]);')
+                                 f'is %lld, but the kernel was compiled for {n}", (long long)in_dims[{pos}]);')
                         out.line("return 1;")
                     pos += 1
             out.line("(void)in_dims;")
-            out.splice(self.body)
-            out.line("return 0;")
+            out.line("tfxla_scratch_base = scratch;")
+            out.line(f"return {entry_fn}((void* const*)in, out, scratch + TFXLA_BASE_{entry_fn}, err, errlen);")
         return out.getvalue()
 
 

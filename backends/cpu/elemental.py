@@ -96,9 +96,9 @@ class ElementalEmitter:
             return hit
         inst = self.comp[name]
         if name in self.external:
-            value = self.external[name](idx)
+            value = self._materialize(inst, self.external[name](idx))
         elif inst.opcode is Opcode.PARAMETER:
-            value = self.params[inst.parameter_number](idx)
+            value = self._materialize(inst, self.params[inst.parameter_number](idx))
         else:
             rule = ELEMENTAL.get(inst.opcode)
             if rule is None:
@@ -106,6 +106,19 @@ class ElementalEmitter:
                                          f"inside a loop (no elemental rule)")
             value = rule(self, inst, idx)
         self._memo[-1][key] = value
+        return value
+
+    def _materialize(self, inst: HloInstruction, value):
+        """Loads become statements of their own. Besides readability, this avoids a GCC 12.2
+        miscompilation: a load inside ``c ? a[i] : b[i]`` in a vectorized 2-D loop nest (masked
+        loads after if-conversion) returned 0 for some lanes."""
+        if isinstance(value, tuple):
+            return tuple(self._materialize_leaf(s, v) for s, v in zip(inst.shape.elements, value))
+        return self._materialize_leaf(inst.shape, value)
+
+    def _materialize_leaf(self, shape, value: str) -> str:
+        if isinstance(shape, Shape) and "[" in value:
+            return self.tmp(C.compute(shape.dtype), value, "x")
         return value
 
     def operand(self, inst: HloInstruction, i: int, idx: Index):

@@ -1,0 +1,61 @@
+"""Top-level kernels for control flow: while, conditional and call.
+
+Each runs other computations through their C functions (see codegen). A while
+loop keeps its state in the while's own result buffers: the condition reads
+them, the body writes a fresh copy that is copied back, so the body never
+reads what it is writing.
+"""
+
+from __future__ import annotations
+
+from backends.cpu import ctypes_c as C
+from backends.cpu.codegen import Buf, ComputationEmitter, Value, leaves, top_level
+from hlo.ir import HloInstruction
+from hlo.opcodes import Opcode
+from hlo.shapes import Shape
+
+
+def _copy_value(em: ComputationEmitter, dst: Value, src: Value) -> None:
+    for d, s in zip(leaves(dst), leaves(src)):
+        em.emit_copy(d, s)
+
+
+@top_level(Opcode.CALL)
+def _call(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
+    em.emit_call(inst.attr("to_apply").name, [em.values_or_const(o) for o in inst.operands], target)
+
+
+@top_level(Opcode.WHILE)
+def _while(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
+    _copy_value(em, target, em.values_or_const(inst.operands[0]))
+    pred = em.alloc(Shape.array("pred", ()), f"{inst.name}#pred")
+    fresh = em.alloc_value(inst.shape, f"{inst.name}#next")
+    with em.buf.block("for (;;)"):
+        em.emit_call(inst.attr("condition").name, [target], pred)
+        em.buf.line(f"if (!{pred.ptr}[0]) break;")
+        em.emit_call(inst.attr("body").name, [target], fresh)
+        _copy_value(em, target, fresh)
+
+
+@top_level(Opcode.CONDITIONAL)
+def _conditional(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
+    selector = em.values_or_const(inst.operands[0])
+    assert isinstance(selector, Buf)
+    key = C.load(selector.shape.dtype, f"{selector.ptr}[0]")
+    if "branch_computations" in inst.attrs:
+        branches = [r.name for r in inst.attr("branch_computations")]
+    else:
+        branches = [inst.attr("true_computation").name, inst.attr("false_computation").name]
+    index = em.names.fresh("branch")
+    if selector.shape.dtype.is_pred:
+        em.buf.line(f"const int64_t {index} = ({key}) ? 0 : 1;")
+    else:  # out-of-range indices run the last branch, as XLA does
+        n = len(branches)
+        em.buf.line(f"const int64_t {index} = ((int64_t)({key}) < 0 || (int64_t)({key}) >= {n}) ? {n - 1} "
+                    f": (int64_t)({key});")
+    with em.buf.block(f"switch ({index})"):
+        for k, name in enumerate(branches):
+            em.buf.line(f"case {k}:")
+            with em.buf.indent():
+                em.emit_call(name, [em.values_or_const(inst.operands[k + 1])], target)
+                em.buf.line("break;")
