@@ -28,7 +28,7 @@ def lower_fn(fn, *args) -> hlo.HloModule:
 
 
 def _flatten(result) -> list[np.ndarray]:
-    return [np.asarray(t) for t in tf.nest.flatten(result)]
+    return [np.asarray(t.numpy() if hasattr(t, "numpy") else t) for t in tf.nest.flatten(result)]  # rank-0 bf16
 
 
 def check_lowering(fn, *args, rtol: float | None = None, atol: float | None = None) -> hlo.HloModule:

@@ -101,6 +101,8 @@ def _convert(x: np.ndarray, dst: PrimitiveType) -> np.ndarray:
         return _float_to_int(x, dst)
     if src.is_integral and dst.is_float and dst.bit_width < 32:
         return x.astype(np.float32).astype(dst.numpy)
+    if src in _SUB_BYTE_CONTAINER and dst in _SUB_BYTE_CONTAINER:  # ml_dtypes refuses s4 <-> u4; wrap via s8
+        return x.astype(np.int8).astype(dst.numpy)
     return x.astype(dst.numpy)
 
 

@@ -75,7 +75,7 @@ _ERF = np.frompyfunc(math.erf, 1, 1)
 
 def _erf(x: np.ndarray) -> np.ndarray:
     """erf accurate to f64 (math.erf), then rounded to the result type."""
-    return _ERF(x.astype(np.float64)).astype(np.float64)
+    return np.asarray(_ERF(x.astype(np.float64)), np.float64)  # frompyfunc gives a Python float at rank 0
 
 
 def _not(x: np.ndarray) -> np.ndarray:

@@ -57,7 +57,8 @@ def register_lowering(*op_types: str, dtypes: frozenset[PrimitiveType] | None = 
     """Register ``fn`` as the lowering of each op type.
 
     ``dtypes``: element types accepted for every attribute in ``type_attrs`` (None: any the rule handles).
-    ``const_inputs``: indices of inputs whose values must be known at compile time.
+    ``const_inputs``: indices of inputs whose values must be known at compile time (negative: counted
+    from the last data input, as for ConcatV2's trailing axis).
     """
     def register(fn):
         for op in op_types:
@@ -99,7 +100,8 @@ def can_lower(node, input_dtypes: Sequence[int] | None = None,
     if rule is None:
         return Verdict(False, f"no lowering registered for op type {op}")
     if rule.dtypes is not None:
-        checked = [node.attr[a].type for a in rule.type_attrs if a in node.attr and node.attr[a].type]
+        checked = [t for a in rule.type_attrs if a in node.attr  # a type attr, or a list of types (Tin, Tout)
+                   for t in (node.attr[a].list.type or [node.attr[a].type]) if t]
         if not checked and input_dtypes:
             checked = list(input_dtypes)
         for dt in checked:
@@ -111,8 +113,10 @@ def can_lower(node, input_dtypes: Sequence[int] | None = None,
             if hlo_type not in rule.dtypes:
                 return Verdict(False, f"{op} does not support dtype {name}", name)
     if is_constant is not None:
+        n_data = sum(1 for name in node.input if not name.startswith("^"))
         for i in rule.const_inputs:
-            if i < len(node.input) and not is_constant(i):
+            i = i + n_data if i < 0 else i
+            if 0 <= i < n_data and not is_constant(i):
                 return Verdict(False, f"input {i} of {op} must be a compile-time constant")
     return Verdict(True)
 

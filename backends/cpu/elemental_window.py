@@ -1,0 +1,156 @@
+"""Elemental rules that loop over a window or an index vector: reduce-window, convolution, gather,
+and bitcast-convert (a reinterpretation of one element's bits).
+
+These are the straightforward forms (one output element at a time); fast
+dense convolution and matmul paths live in their own kernels.
+"""
+
+from __future__ import annotations
+
+from backends.cpu import ctypes_c as C
+from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, Index, elemental
+from backends.cpu.elemental_data import _loop_accumulate
+from hlo.ir import HloInstruction
+from hlo.opcodes import Opcode
+from hlo.shapes import TupleShape
+
+
+def _window_position(out: str, k: str, d) -> tuple[str, list[str]]:
+    """Input position for output ``out`` and window offset ``k`` in one dim, and validity conditions."""
+    kk = f"({d.size - 1} - {k})" if d.reversal else k
+    pos = f"({out} * {d.stride} + {kk} * {d.rhs_dilate} - {d.pad_low})"
+    conds = [f"{pos} >= 0"]
+    if d.lhs_dilate != 1:
+        conds.append(f"{pos} % {d.lhs_dilate} == 0")
+        pos = f"({pos} / {d.lhs_dilate})"
+    return pos, conds
+
+
+@elemental(Opcode.REDUCE_WINDOW)
+def _reduce_window(em: ElementalEmitter, inst: HloInstruction, idx: Index):
+    n = len(inst.operands) // 2
+    src = em.operand_shape(inst, 0)
+    window = inst.attr("window").dims
+    shapes = inst.shape.elements if isinstance(inst.shape, TupleShape) else (inst.shape,)
+    accs = [em.var(C.compute(s.dtype), em.operand(inst, n + k, ()), "acc") for k, s in enumerate(shapes)]
+    kvars = [em.names.fresh("w") for _ in window]
+    positions, conds = [], []
+    for o, k, d, size in zip(idx, kvars, window, src.dims):
+        pos, c = _window_position(o, k, d)
+        positions.append(pos)
+        conds += c + [f"{pos} < {size}"]
+
+    def body():
+        with em.buf.block(f"if ({' && '.join(f'({c})' for c in conds) or '1'})"):
+            em.push()
+            vals = [em.operand(inst, k, tuple(positions)) for k in range(n)]
+            new = em.call_scalar(inst.attr("to_apply").name, accs + vals)
+            new = new if isinstance(new, tuple) else (new,)
+            for a, v in zip(accs, new):
+                em.buf.line(f"{a} = {v};")
+            em.pop()
+
+    _loop_accumulate(em, [(k, d.size) for k, d in zip(kvars, window)], body)
+    return tuple(accs) if isinstance(inst.shape, TupleShape) else accs[0]
+
+
+@elemental(Opcode.CONVOLUTION)
+def _convolution(em: ElementalEmitter, inst: HloInstruction, idx: Index):
+    lhs, rhs = em.operand_shape(inst, 0), em.operand_shape(inst, 1)
+    dl = inst.attr("dim_labels")
+    window = inst.attr("window").dims
+    groups = inst.attr("feature_group_count", 1)
+    bgroups = inst.attr("batch_group_count", 1)
+    out_features = inst.shape.dims[dl.output_feature]
+    in_per_group = rhs.dims[dl.kernel_input_feature]
+    b, f = idx[dl.output_batch], idx[dl.output_feature]
+    out_spatial = [idx[d] for d in dl.output_spatial]
+    if groups > 1:
+        group = em.tmp("int64_t", f"{f} / {out_features // groups}", "g")
+        in_feature_base = f"{group} * {in_per_group}"
+    else:
+        in_feature_base = "0"
+    batch = b
+    if bgroups > 1:
+        bgroup = em.tmp("int64_t", f"{f} / {out_features // bgroups}", "g")
+        batch = f"({bgroup} * {inst.shape.dims[dl.output_batch]} + {b})"
+    c = em.names.fresh("c")
+    kvars = [em.names.fresh("w") for _ in window]
+    acc_type = C.compute(inst.shape.dtype)
+    acc = em.var(acc_type, "0")
+    lhs_idx: list[str] = ["0"] * lhs.rank
+    rhs_idx: list[str] = ["0"] * rhs.rank
+    lhs_idx[dl.input_batch] = batch
+    lhs_idx[dl.input_feature] = f"({in_feature_base} + {c})" if in_feature_base != "0" else c
+    rhs_idx[dl.kernel_input_feature] = c
+    rhs_idx[dl.kernel_output_feature] = f
+    conds = []
+    for s, (o, k, d) in enumerate(zip(out_spatial, kvars, window)):
+        pos, cs = _window_position(o, k, d)
+        lhs_idx[dl.input_spatial[s]] = pos
+        rhs_idx[dl.kernel_spatial[s]] = k
+        conds += cs + [f"{pos} < {lhs.dims[dl.input_spatial[s]]}"]
+
+    def body():
+        with em.buf.block(f"if ({' && '.join(f'({x})' for x in conds) or '1'})"):
+            em.push()
+            a = em.operand(inst, 0, tuple(lhs_idx))
+            w = em.operand(inst, 1, tuple(rhs_idx))
+            em.buf.line(f"{acc} = ({acc_type})({acc} + ({acc_type})({a}) * ({acc_type})({w}));")
+            em.pop()
+
+    _loop_accumulate(em, [(k, d.size) for k, d in zip(kvars, window)] + [(c, in_per_group)], body)
+    return em.result(inst, acc)
+
+
+@elemental(Opcode.GATHER)
+def _gather(em: ElementalEmitter, inst: HloInstruction, idx: Index):
+    operand, indices = em.operand_shape(inst, 0), em.operand_shape(inst, 1)
+    offset_dims = inst.attr("offset_dims", ())
+    collapsed = inst.attr("collapsed_slice_dims", ())
+    start_map = inst.attr("start_index_map", ())
+    ivd = inst.attr("index_vector_dim")
+    sizes = inst.attr("slice_sizes")
+    op_batching = inst.attr("operand_batching_dims", ())
+    idx_batching = inst.attr("start_indices_batching_dims", ())
+    batch_idx = [i for d, i in enumerate(idx) if d not in offset_dims]  # indices' dims without ivd
+    offsets = [idx[d] for d in offset_dims]
+    window_dims = [d for d in range(operand.rank) if d not in collapsed and d not in op_batching]
+
+    def index_at(vector_pos: str | None) -> tuple[str, ...]:
+        it = iter(batch_idx)
+        full = []
+        for d in range(indices.rank):
+            full.append(vector_pos if d == ivd else next(it))
+        return tuple(full)
+
+    start = ["0"] * operand.rank
+    for k, d in enumerate(start_map):
+        raw = em.operand(inst, 1, index_at(str(k)) if ivd < indices.rank else index_at(None))
+        hi = operand.dims[d] - sizes[d]
+        start[d] = em.tmp("int64_t", f"((int64_t)({raw}) < 0 ? 0 : ((int64_t)({raw}) > {hi} ? {hi} : "
+                                     f"(int64_t)({raw})))", "s")
+    batch_dims_of_indices = [d for d in range(indices.rank) if d != ivd]
+    for d, idim in zip(op_batching, idx_batching):
+        start[d] = batch_idx[batch_dims_of_indices.index(idim)]
+    src = list(start)
+    if len(offsets) != len(window_dims):
+        raise CodegenUnsupported(f"%{inst.name}: gather offset dims do not match its window dims")
+    for d, o in zip(window_dims, offsets):
+        src[d] = f"({start[d]} + {o})" if start[d] != "0" else o
+    return em.operand(inst, 0, tuple(src))
+
+
+_BITS_TYPE = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
+
+
+@elemental(Opcode.BITCAST_CONVERT)
+def _bitcast_convert(em: ElementalEmitter, inst: HloInstruction, idx: Index):
+    src_t, dst_t = em.operand_shape(inst, 0).dtype, inst.shape.dtype
+    if src_t.byte_size != dst_t.byte_size or src_t.bit_width < 8:
+        raise CodegenUnsupported(f"%{inst.name}: bitcast-convert between different widths")
+    x = em.operand(inst, 0, idx)
+    stored = em.tmp(C.storage(src_t), C.store(src_t, x), "bc")
+    out = em.names.fresh("bc")
+    em.buf.line(f"{C.storage(dst_t)} {out}; memcpy(&{out}, &{stored}, {dst_t.byte_size});")
+    return em.tmp(C.compute(dst_t), C.load(dst_t, out))

@@ -1,0 +1,88 @@
+"""Indexing ops lowered to HLO and evaluated against TF eager: GatherV2 (axis, batch_dims), GatherNd,
+ScatterNd, TensorScatterUpdate/Add/Sub/Max/Min, OneHot. Indices are in range: TF's CPU kernels raise
+on out-of-range indices where HLO clamps (gather) or skips (scatter)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.lowering_harness import check_lowering
+from tests.shape_inputs import ALL_DTYPES, NUMERIC_DTYPES, dtype_id, sample
+
+R = tf.raw_ops
+
+# op -> (fn, input dims): swept over every dtype.
+SWEEP = {
+    "GatherV2": (lambda t: tf.gather(t, [[2, 0], [1, 1]], axis=1), (2, 3, 2)),
+    "GatherV2-batch": (lambda t: tf.gather(t, [[2, 0], [1, 1]], axis=1, batch_dims=1), (2, 3, 2)),
+    "GatherNd": (lambda t: tf.gather_nd(t, [[1, 2], [0, 0], [1, 0]]), (2, 3, 2)),
+    "ScatterNd": (lambda t: tf.scatter_nd([[1], [3], [1]], t, [5, 2]), (3, 2)),
+    "TensorScatterUpdate": (lambda t: tf.tensor_scatter_nd_update(t, [[1, 0], [2, 1]], t[0]), (3, 2)),
+    "OneHot": (lambda t: tf.one_hot([[0, 3], [-1, 2]], 3, on_value=t[0], off_value=t[1], axis=1), (2,)),
+}
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("op", SWEEP)
+def test_indexing_dtypes(op: str, dtype) -> None:
+    fn, dims = SWEEP[op]
+    check_lowering(fn, sample(dtype, dims, seed=len(op)))
+
+
+TENSOR_SCATTER = {
+    "TensorScatterAdd": tf.tensor_scatter_nd_add,
+    "TensorScatterSub": tf.tensor_scatter_nd_sub,
+    "TensorScatterMax": tf.tensor_scatter_nd_max,
+    "TensorScatterMin": tf.tensor_scatter_nd_min,
+}
+
+
+@pytest.mark.parametrize("dtype", NUMERIC_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("op", TENSOR_SCATTER)
+def test_tensor_scatter_combiners_with_duplicates(op: str, dtype) -> None:
+    scatter = TENSOR_SCATTER[op]
+    x, u = sample(dtype, (4, 3), seed=1, low=-9, high=10), sample(dtype, (3, 3), seed=2, low=-9, high=10)
+    check_lowering(lambda t, v: scatter(t, [[2], [0], [2]], v), x, u)
+
+
+I32, I64 = tf.int32, tf.int64
+
+# (id, fn, input dims), float32.
+CASES = [
+    ("gather-axis0", lambda t: tf.gather(t, [3, 0, 0]), (4, 2)),
+    ("gather-axis-neg", lambda t: tf.gather(t, [[1], [0]], axis=-1), (3, 2)),
+    ("gather-scalar-index", lambda t: tf.gather(t, 2, axis=1), (2, 3, 2)),
+    ("gather-int64", lambda t: tf.gather(t, tf.constant([1, 0], I64), axis=tf.constant(1, I64)), (2, 3)),
+    ("gather-empty-indices", lambda t: tf.gather(t, tf.zeros([0, 2], I32), axis=1), (2, 3)),
+    ("gather-empty-params", lambda t: tf.gather(t, [1, 1], axis=1), (0, 3)),
+    ("gather-rank1", lambda t: tf.gather(t, [[4, 0], [2, 2]]), (5,)),
+    ("gather-batch-axis-after", lambda t: tf.gather(t, [[3, 0], [1, 1]], axis=2, batch_dims=1), (2, 3, 4)),
+    ("gather-batch2", lambda t: tf.gather(t, [[[1], [0]], [[0], [1]]], axis=2, batch_dims=2), (2, 2, 2, 3)),
+    ("gather-batch-neg", lambda t: tf.gather(t, [[2, 0, 1], [1, 1, 0]], axis=1, batch_dims=-1), (2, 3)),
+    ("gather-batch-trailing-dims", lambda t: tf.gather(t, [[1], [0]], axis=1, batch_dims=1), (2, 3, 2)),
+    ("gathernd-full-index", lambda t: tf.gather_nd(t, [[1, 2, 0], [0, 0, 1]]), (2, 3, 2)),
+    ("gathernd-single-vector", lambda t: tf.gather_nd(t, [1, 2]), (2, 3, 2)),
+    ("gathernd-batched", lambda t: tf.gather_nd(t, [[[1], [0]], [[0], [0]]]), (2, 3)),
+    ("gathernd-depth0", lambda t: tf.gather_nd(t, tf.zeros([2, 0], I32)), (2, 3)),
+    ("gathernd-int64", lambda t: tf.gather_nd(t, tf.constant([[0, 1]], I64)), (2, 3)),
+    ("gathernd-empty", lambda t: tf.gather_nd(t, tf.zeros([0, 1], I32)), (2, 3)),
+    ("scatternd-elements", lambda t: tf.scatter_nd([[0, 1], [2, 2], [0, 1]], t, [3, 4]), (3,)),
+    ("scatternd-empty-updates", lambda t: tf.scatter_nd(tf.zeros([0, 1], I32), t, [4, 2]), (0, 2)),
+    ("scatternd-int64", lambda t: tf.scatter_nd(tf.constant([[1]], I64), t, tf.constant([3, 2], I64)), (1, 2)),
+    ("tensor-scatter-slices", lambda t: tf.tensor_scatter_nd_update(t, [[2], [0]], t[:2] * 10), (3, 2, 2)),
+    ("tensor-scatter-full", lambda t: tf.tensor_scatter_nd_update(t, [[1, 1, 0]], [7.0]), (3, 2, 2)),
+    ("onehot-default", lambda t: tf.one_hot([0, 2, 5], 4) + t, ()),
+    ("onehot-axis0", lambda t: tf.one_hot([[1, 0], [2, 2]], 3, on_value=t, off_value=-t, axis=0), ()),
+    ("onehot-scalar-index", lambda t: tf.one_hot(1, 3, on_value=t, off_value=0.5), ()),
+    ("onehot-int64", lambda t: tf.one_hot(tf.constant([3, -1], I64), 4, on_value=t, off_value=0.0), ()),
+    ("onehot-uint8", lambda t: tf.one_hot(tf.constant([3, 200], tf.uint8), 201, on_value=t, off_value=0.0), ()),
+    ("onehot-depth0", lambda t: tf.one_hot([1, 0], 0, on_value=t, off_value=0.0), ()),
+    ("onehot-empty", lambda t: tf.one_hot(tf.zeros([0, 2], I32), 3, on_value=t, off_value=1.0, axis=1), ()),
+]
+
+
+@pytest.mark.parametrize("fn,dims", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_indexing_cases(fn, dims) -> None:
+    check_lowering(fn, sample(np.float32, dims, seed=8))
