@@ -95,7 +95,7 @@ class ComputationBuilder:
 
     def __getattr__(self, attr: str):
         try:
-            opcode = Opcode.from_text(attr.replace("_", "-"))
+            opcode = Opcode.from_text(attr.rstrip("_").replace("_", "-"))
         except ValueError:
             raise AttributeError(f"{type(self).__name__} has no opcode or method {attr!r}") from None
         return lambda *operands, **kw: self.op(opcode, *operands, **kw)

@@ -172,3 +172,27 @@ def test_total_order_key_keeps_dims():
     assert total_order_key(np.float32(-1.0)).shape == ()
     keys = total_order_key(np.array([-np.nan, -np.inf, -0.0, 0.0, np.inf, np.nan], np.float16))
     assert keys.dtype == np.int16 and np.all(np.diff(keys.astype(np.int64)) > 0)
+
+
+def test_sort_over_an_empty_dimension_with_a_generic_comparator() -> None:
+    import hlo
+
+    m = hlo.parse_module("""HloModule m
+%cmp (a: f32[], b: f32[], c: s32[], d: s32[]) -> pred[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  %c = s32[] parameter(2)
+  %d = s32[] parameter(3)
+  %lt = pred[] compare(%a, %b), direction=LT
+  %eq = pred[] compare(%a, %b), direction=EQ
+  %lt2 = pred[] compare(%c, %d), direction=LT
+  %both = pred[] and(%eq, %lt2)
+  ROOT %r = pred[] or(%lt, %both)
+}
+ENTRY %e (x: f32[2,0], y: s32[2,0]) -> (f32[2,0], s32[2,0]) {
+  %x = f32[2,0]{1,0} parameter(0)
+  %y = s32[2,0]{1,0} parameter(1)
+  ROOT %s = (f32[2,0]{1,0}, s32[2,0]{1,0}) sort(%x, %y), dimensions={1}, to_apply=%cmp
+}""")
+    a, b = hlo.evaluate(m, np.zeros((2, 0), np.float32), np.zeros((2, 0), np.int32))
+    assert a.shape == (2, 0) and b.shape == (2, 0)

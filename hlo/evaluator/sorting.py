@@ -99,7 +99,8 @@ def _sort(ev: Evaluator, inst: HloInstruction, vals: list[np.ndarray]):
     else:
         moved = [np.moveaxis(v, dim, -1) for v in vals]
         lead = moved[0].shape[:-1]
-        flat = [m.reshape(-1, m.shape[-1]) for m in moved]
+        rows = int(np.prod(lead, dtype=np.int64))
+        flat = [m.reshape(rows, m.shape[-1]) for m in moved]
 
         def less(lhs, rhs):
             args = [a for pair in zip(lhs, rhs) for a in pair]
