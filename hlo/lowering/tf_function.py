@@ -9,8 +9,9 @@ from hlo.ir import HloModule
 from hlo.lowering.graph import InputSpec, lower_graph
 
 
-def python_sources(graph) -> dict[str, tuple[str, int]]:
-    """node name -> (file, line) of the innermost frame outside TensorFlow/Keras that created it."""
+def python_sources(graph, prefix: str = "") -> dict[str, tuple[str, int]]:
+    """node name -> (file, line) of the innermost frame outside TensorFlow/Keras that created it; nodes of
+    the functions the graph calls (cond branches, loop bodies, nested tf.functions) as ``"<function>::<node>"``."""
     import tensorflow as tf
 
     skip = tuple(os.path.dirname(os.path.dirname(m.__file__)) for m in (tf,) if getattr(m, "__file__", None))
@@ -20,8 +21,17 @@ def python_sources(graph) -> dict[str, tuple[str, int]]:
         frames = op.traceback or []
         for frame in reversed(frames):
             if not frame.filename.startswith(skip):
-                out[op.name] = (frame.filename, frame.lineno)
+                out[prefix + op.name] = (frame.filename, frame.lineno)
                 break
+    if not prefix:  # every function called, at any depth (TF keeps them in each graph's _functions)
+        work, seen = [graph], set()
+        while work:
+            for fname, fn in getattr(work.pop(), "_functions", {}).items():
+                traced = getattr(fn, "_cached_graph", None)  # fn.graph would rebuild a graph without user frames
+                if fname not in seen and traced is not None:
+                    seen.add(fname)
+                    work.append(traced)
+                    out.update(python_sources(traced, f"{fname}::"))
     return out
 
 

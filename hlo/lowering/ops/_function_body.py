@@ -1,0 +1,212 @@
+"""Lowering the body of a function from the graph's FunctionDefLibrary (cond branches, loop bodies, calls).
+
+A ``FunctionBody`` is a FunctionDef turned into NodeDefs (with TF's own
+``function_def_to_graph_def``), its argument placeholders and its results as
+flat tensor names. A ``FunctionLowering`` is a ``GraphLowering`` over those
+nodes that shares the module's helper computations, library and Python
+sources (nodes of function ``f`` are found under ``"f::node"``, as
+``tf_function.python_sources`` records them), so every instruction it builds
+carries metadata like the outer graph's.
+
+Two ways to use a body:
+
+* ``body_computation``: a computation taking one tuple parameter (the
+  arguments) and returning a tuple (the results), or what ``finish`` makes of
+  them; cached per (function, argument shapes, materialized constants, role).
+* ``inline_body``: the body's instructions built straight into the caller's
+  computation, its arguments bound to the caller's values (constant-ness flows
+  through, so shapes computed inside a called function still fold).
+
+Invariant: argument values that are compile-time constants in the caller and
+small (``MATERIALIZE_LIMIT`` elements) may be passed as ``constants``; they are
+rebuilt as constants inside the computation, so shape-like arguments stay
+foldable there, as tf2xla's const-argument analysis allows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from hlo.builder import ComputationBuilder, Value
+from hlo.ir import HloComputation
+from hlo.lowering.errors import LoweringError, UnsupportedOpError
+from hlo.lowering.graph import GraphLowering, _hlo_name, parse_tensor_name
+from hlo.shapes import ShapeLike, TupleShape
+
+SOURCE_SEP = "::"  # python_sources keys the nodes of function f as f"{f}::{node}"
+MATERIALIZE_LIMIT = 1024  # elements of a constant argument rebuilt inside a branch or loop computation
+_PASS_THROUGH_OPS = frozenset({"Identity", "Snapshot"})
+
+
+@dataclass(frozen=True)
+class FunctionBody:
+    name: str
+    nodes: tuple  # NodeDefs (argument placeholders included)
+    args: tuple[str, ...]  # flat tensor names of the argument placeholders, in signature order
+    arg_names: tuple[str, ...]
+    rets: tuple[str, ...]  # flat tensor names of the results, in signature order
+
+    def invariants(self) -> set[int]:
+        """Indices i whose result i is argument i unchanged (through Identity nodes): loop invariants."""
+        by_name = {n.name: n for n in self.nodes}
+        out = set()
+        for i, tensor in enumerate(self.rets[:len(self.args)]):
+            while True:
+                node, idx = parse_tensor_name(tensor)
+                if "%s:%d" % (node, idx) == self.args[i]:
+                    out.add(i)
+                n = by_name.get(node)
+                if n is None or idx != 0 or n.op not in _PASS_THROUGH_OPS:
+                    break
+                tensor = next(x for x in n.input if not x.startswith("^"))
+        return out
+
+
+def function_body(ctx, name: str) -> FunctionBody:
+    """The body of library function ``name``, converted once per module."""
+    lowering = ctx._lowering
+    bodies = lowering.shared.setdefault("function_bodies", {})
+    if name in bodies:
+        return bodies[name]
+    library = lowering.library
+    defs = lowering.shared.setdefault(
+        "function_defs", {f.signature.name: f for f in (library.function if library is not None else ())})
+    fdef = defs.get(name)
+    if fdef is None:
+        raise ctx.error(f"function '{name}' is not in the graph's function library")
+    if fdef.signature.attr:
+        raise ctx.error(f"function '{name}' is polymorphic (attrs {[a.name for a in fdef.signature.attr]}); "
+                        "only instantiated functions can be lowered")
+    from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
+
+    try:
+        graph_def, flat = function_def_to_graph_def(fdef)
+    except Exception as e:  # an op TF does not know, a malformed FunctionDef
+        raise ctx.error(f"cannot read function '{name}': {type(e).__name__}: {e}") from e
+    sig = fdef.signature
+    body = FunctionBody(name, tuple(graph_def.node), tuple(flat[a.name] for a in sig.input_arg),
+                        tuple(a.name for a in sig.input_arg), tuple(flat[fdef.ret[o.name]] for o in sig.output_arg))
+    bodies[name] = body
+    return body
+
+
+class FunctionLowering(GraphLowering):
+    """A GraphLowering of one function's body, sharing the outer lowering's module-wide state."""
+
+    def __init__(self, outer: GraphLowering, body: FunctionBody, name: str, inline: bool = False):
+        super().__init__(body.nodes, name=name, sources=outer.sources, library=outer.library, shared=outer.shared)
+        self.function = body.name
+        self.body = body
+        if inline:  # build into the caller's computation, sharing what it knows about constants
+            self.builder, self._constant, self._const_cache = outer.builder, outer._constant, outer._const_cache
+
+    def source_of(self, node_name: str) -> tuple[str, int] | None:
+        return self.sources.get(f"{self.function}{SOURCE_SEP}{node_name}")
+
+    def bind(self, i: int, value: Value, constant: bool = False) -> None:
+        self.values[self.body.args[i]] = value
+        if constant:
+            self._constant[value.name] = True
+
+    def results(self, ctx, role: str) -> list[Value]:
+        """Lower every result; errors say which function, and for which node, they come from.
+
+        A stateful node no result depends on (a print, an assert, a variable write: TF runs it through the
+        function's control outputs) cannot be compiled, and dropping it would lose its effect: an error.
+        """
+        try:
+            values = [self.lower_tensor(t) for t in self.body.rets]
+            for node in self.body.nodes:
+                if node.name not in self.done and node.op != "Placeholder" and _is_stateful(node.op):
+                    raise UnsupportedOpError(f"cannot compile: {node.op} has side effects and no result depends on "
+                                             "it, so compiling would lose them", node.name, node.op, None,
+                                             self.source_of(node.name))
+            return values
+        except LoweringError as e:
+            e.args = (f"{e.args[0]} [in function '{self.function}', the {role} of node '{ctx.name}' "
+                      f"({ctx.op_type})]",) + e.args[1:]
+            raise
+
+
+def _is_stateful(op_type: str) -> bool:
+    from tensorflow.python.framework import op_def_registry
+
+    op_def = op_def_registry.get(op_type)
+    return op_def is None or op_def.is_stateful
+
+
+def check_arity(ctx, body: FunctionBody, role: str, n_args: int, n_rets: int | None) -> None:
+    if len(body.args) != n_args or (n_rets is not None and len(body.rets) != n_rets):
+        want = f"{n_args} arguments" + (f" and {n_rets} results" if n_rets is not None else "")
+        raise ctx.error(f"{role} function '{body.name}' takes {len(body.args)} arguments and returns "
+                        f"{len(body.rets)} results, but the node needs {want}")
+
+
+def small_constants(ctx, indices: Sequence[int]) -> dict[int, np.ndarray]:
+    """Values of those inputs ``indices`` that are compile-time constants of at most MATERIALIZE_LIMIT elements."""
+    out = {}
+    for i in indices:
+        v = ctx.inputs[i]
+        if ctx._lowering.is_constant(v) and v.shape.num_elements <= MATERIALIZE_LIMIT:
+            out[i] = ctx.const_input(i)
+    return out
+
+
+def _unique_name(ctx, base: str) -> str:
+    used = ctx._lowering.shared.setdefault("computation_names", {ctx._lowering.builder.name})
+    helpers = {c.name for c in ctx._lowering.shared["computations"].values()}
+    name, n = _hlo_name(base), 0
+    while name in used or name in helpers:
+        n += 1
+        name = f"{_hlo_name(base)}.{n}"
+    used.add(name)
+    return name
+
+
+def body_computation(ctx, body: FunctionBody, arg_shapes: Sequence[ShapeLike], role: str,
+                     constants: dict[int, np.ndarray] | None = None,
+                     finish: Callable[[ComputationBuilder, list[Value]], Value] | None = None) -> HloComputation:
+    """``body`` as a computation ``(tuple of arg_shapes) -> tuple of results`` (or ``finish(builder, results)``).
+
+    ``constants``: argument index -> its value, rebuilt as a constant instead of read from the parameter.
+    """
+    constants = constants or {}
+    key = (role, body.name, tuple(str(s) for s in arg_shapes),
+           tuple((i, str(constants[i].dtype), constants[i].tobytes()) for i in sorted(constants)))
+    cache = ctx._lowering.shared.setdefault("function_computations", {})
+    if key in cache:
+        return cache[key]
+    fl = FunctionLowering(ctx._lowering, body, _unique_name(ctx, body.name))
+    cb = fl.builder
+    glue = ctx.b.metadata  # parameter, tuple plumbing and predicate conversion belong to the calling node
+    cb.metadata = glue
+    param = cb.parameter(TupleShape(tuple(arg_shapes)), name="args")
+    for i, shape in enumerate(arg_shapes):
+        cb.name_hint = _hlo_name(body.arg_names[i])
+        if i in constants:
+            fl.bind(i, cb.constant(constants[i], shape.dtype), constant=True)
+        else:
+            fl.bind(i, cb.get_tuple_element(param, index=i))
+    cb.name_hint, cb.metadata = None, None
+    results = fl.results(ctx, role)
+    cb.name_hint, cb.metadata = None, glue
+    root = finish(cb, results) if finish is not None else cb.tuple(*results)
+    comp = cb.build(root)
+    ctx._lowering.shared["builders"].append(cb)
+    cache[key] = comp
+    return comp
+
+
+def inline_body(ctx, body: FunctionBody, operands: Sequence[Value]) -> list[Value]:
+    """The results of ``body`` applied to ``operands``, built into the caller's computation."""
+    fl = FunctionLowering(ctx._lowering, body, ctx.b.name, inline=True)
+    for i, v in enumerate(operands):
+        fl.bind(i, v)
+    hint, metadata = ctx.b.name_hint, ctx.b.metadata
+    try:
+        return fl.results(ctx, "body")
+    finally:
+        ctx.b.name_hint, ctx.b.metadata = hint, metadata

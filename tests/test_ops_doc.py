@@ -1,0 +1,31 @@
+"""docs/ops.md is generated from the lowering registry and must not go stale."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("tensorflow")  # input names in the doc come from TensorFlow's op registry
+
+from hlo.lowering import NEVER_COMPILED, supported_ops  # noqa: E402
+from hlo.lowering.docs import COMMAND, DOC_PATH, main, render  # noqa: E402
+
+
+def test_ops_doc_is_up_to_date() -> None:
+    assert DOC_PATH.exists(), f"{DOC_PATH} is missing; generate it with `{COMMAND}`"
+    assert DOC_PATH.read_text() == render(), (
+        f"{DOC_PATH} is stale (the lowering registry changed); regenerate it with `{COMMAND}`")
+
+
+def test_ops_doc_lists_every_op_and_never_compiled_op() -> None:
+    text = render()
+    for op in list(supported_ops()) + list(NEVER_COMPILED):
+        assert f"| `{op}` |" in text, op
+    assert "| `Reshape` |" in text and "1 (`shape`)" in text.split("| `Reshape` |")[1].split("\n")[0]
+
+
+def test_check_mode_reports_staleness(tmp_path, capsys) -> None:
+    out = tmp_path / "ops.md"
+    assert main(["--check", "--output", str(out)]) == 1
+    assert COMMAND in capsys.readouterr().err
+    assert main(["--output", str(out)]) == 0
+    assert main(["--check", "--output", str(out)]) == 0
