@@ -129,6 +129,12 @@ class ComputationEmitter:
             return lambda idx, inst=inst: self.gen.constant_element(inst, idx)
         return _value_reader(self.values[name])
 
+    def gen_tmp(self, ctype: str, expr: str) -> str:
+        """A named constant local in the current block."""
+        name = self.names.fresh("t")
+        self.buf.line(f"const {ctype} {name} = {expr};")
+        return name
+
     def emit_copy(self, dst: Buf, src: Buf) -> None:
         if dst.ptr != src.ptr and dst.shape.num_elements:
             self.buf.line(f"memcpy({dst.ptr}, {src.ptr}, {dst.shape.byte_size});")

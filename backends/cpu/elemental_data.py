@@ -45,12 +45,15 @@ def _broadcast(em, inst, idx):
 def _reshape(em, inst, idx):
     src = em.operand_shape(inst, 0)
     if src.num_elements == 1:
-        return em.operand(inst, 0, ("0",) * src.rank)
-    if inst.opcode is Opcode.BITCAST:  # same bytes: map through both layouts
-        offset = linear_index(inst.shape, idx)
-        return em.operand(inst, 0, delinearize(offset, src))
-    offset = em.tmp("int64_t", linear_index(Shape(inst.shape.dtype, inst.shape.dims), idx), "o")
-    return em.operand(inst, 0, delinearize(offset, Shape(src.dtype, src.dims)))
+        value = em.operand(inst, 0, ("0",) * src.rank)
+    elif inst.opcode is Opcode.BITCAST:  # same bytes: map through both layouts
+        value = em.operand(inst, 0, delinearize(linear_index(inst.shape, idx), src))
+    else:
+        offset = em.tmp("int64_t", linear_index(Shape(inst.shape.dtype, inst.shape.dims), idx), "o")
+        value = em.operand(inst, 0, delinearize(offset, Shape(src.dtype, src.dims)))
+    if src.dtype != inst.shape.dtype:  # a bitcast that reinterprets each element (equal widths)
+        return reinterpret_bits(em, value, src.dtype, inst.shape.dtype, inst.name)
+    return value
 
 
 @elemental(Opcode.TRANSPOSE)
@@ -266,3 +269,22 @@ def _nested_fusion(em, inst, idx):
     sub = ElementalEmitter(em.module, comp, [(lambda i, k=k: em.operand(inst, k, i)) for k in range(len(inst.operands))],
                            em.buf, em.names, em.constant_ref)
     return sub.emit(comp.root_name, idx)
+
+
+@elemental(Opcode.SET_DIMENSION_SIZE, Opcode.OPTIMIZATION_BARRIER)
+def _pass_through(em, inst, idx):
+    """set-dimension-size only changes the dynamic size bound; the data is the operand's."""
+    return em.operand(inst, 0, idx)
+
+
+_BITS = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
+
+
+def reinterpret_bits(em: ElementalEmitter, value: str, src, dst, name: str) -> str:
+    """``value`` (compute type of ``src``) with its stored bits read as ``dst`` (same width)."""
+    if src.byte_size != dst.byte_size or src.bit_width < 8:
+        raise CodegenUnsupported(f"%{name}: bit reinterpretation between different widths")
+    stored = em.tmp(C.storage(src), C.store(src, value), "bc")
+    out = em.names.fresh("bc")
+    em.buf.line(f"{C.storage(dst)} {out}; memcpy(&{out}, &{stored}, {dst.byte_size});")
+    return em.tmp(C.compute(dst), C.load(dst, out))

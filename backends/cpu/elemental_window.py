@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from backends.cpu import ctypes_c as C
 from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, Index, elemental
-from backends.cpu.elemental_data import _loop_accumulate
+from backends.cpu.elemental_data import _loop_accumulate, reinterpret_bits
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 from hlo.shapes import TupleShape
@@ -141,16 +141,7 @@ def _gather(em: ElementalEmitter, inst: HloInstruction, idx: Index):
     return em.operand(inst, 0, tuple(src))
 
 
-_BITS_TYPE = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
-
-
 @elemental(Opcode.BITCAST_CONVERT)
 def _bitcast_convert(em: ElementalEmitter, inst: HloInstruction, idx: Index):
-    src_t, dst_t = em.operand_shape(inst, 0).dtype, inst.shape.dtype
-    if src_t.byte_size != dst_t.byte_size or src_t.bit_width < 8:
-        raise CodegenUnsupported(f"%{inst.name}: bitcast-convert between different widths")
-    x = em.operand(inst, 0, idx)
-    stored = em.tmp(C.storage(src_t), C.store(src_t, x), "bc")
-    out = em.names.fresh("bc")
-    em.buf.line(f"{C.storage(dst_t)} {out}; memcpy(&{out}, &{stored}, {dst_t.byte_size});")
-    return em.tmp(C.compute(dst_t), C.load(dst_t, out))
+    src_t = em.operand_shape(inst, 0).dtype
+    return reinterpret_bits(em, em.operand(inst, 0, idx), src_t, inst.shape.dtype, inst.name)
