@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from backends.cpu.codegen import CodegenOptions, GeneratedKernel, generate
@@ -43,7 +44,13 @@ def compile(module: HloModule, options: CompileOptions | None = None) -> Executa
     options = options or CompileOptions()
     verify(module)
     generated = generate(module, options.codegen)
-    compiled = compile_shared_object(generated.source, options.compiler, options.cache_dir, name=module.name)
+    compiler = options.compiler or CompilerOptions()
+    if generated.libraries or generated.include_dirs or generated.library_dirs:
+        compiler = dataclasses.replace(
+            compiler, libraries=compiler.libraries + tuple(f"-l{lib}" for lib in generated.libraries),
+            include_dirs=compiler.include_dirs + generated.include_dirs,
+            library_dirs=compiler.library_dirs + generated.library_dirs)
+    compiled = compile_shared_object(generated.source, compiler, options.cache_dir, name=module.name)
     return Executable(module, generated, Kernel(compiled.path), compiled.cache_hit)
 
 
