@@ -23,6 +23,7 @@ from backends.codegen.buffer import IndentedBuffer
 from backends.cpu import ctypes_c as C
 from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, Names, linear_index
 from backends.cpu.prelude import PRELUDE
+from hlo.dtypes import PrimitiveType
 from hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape, ShapeLike, TupleShape
@@ -61,7 +62,10 @@ def shape_leaves(shape: ShapeLike) -> list[Shape]:
 def check_array(shape: ShapeLike, what: str) -> Shape:
     if not isinstance(shape, Shape) or not shape.dtype.is_array_type:
         raise CodegenUnsupported(f"{what} must be an array, got {shape}")
-    C.storage(shape.dtype)
+    try:
+        C.storage(shape.dtype)
+    except CodegenUnsupported as e:
+        raise CodegenUnsupported(f"{what}: {e}") from None
     return shape
 
 
@@ -115,6 +119,8 @@ class ComputationEmitter:
         return self.declare(shape, f"scratch + {offset}")
 
     def alloc_value(self, shape: ShapeLike, label: str) -> Value:
+        if isinstance(shape, Shape) and shape.dtype is PrimitiveType.TOKEN:
+            return ()  # a token has no data: it is an empty value
         if isinstance(shape, TupleShape):
             return tuple(self.alloc_value(s, f"{label}#{k}") for k, s in enumerate(shape.elements))
         return self.alloc(check_array(shape, f"%{label}"), label)
@@ -179,8 +185,7 @@ class ComputationEmitter:
             self.values[inst.name] = self.gen.constant_value(inst)
             return
         if op is Opcode.TUPLE:
-            self.values[inst.name] = tuple(self.values.get(o) or self.gen.constant_value(self.comp[o])
-                                           for o in inst.operands)
+            self.values[inst.name] = tuple(self.values_or_const(o) for o in inst.operands)
             return
         if op is Opcode.GET_TUPLE_ELEMENT:
             src = self.values[inst.operands[0]]
@@ -234,9 +239,9 @@ class ComputationEmitter:
             root = inst.name
         idx = tuple(self.names.fresh("i") for _ in dims)
         with buf.block(""):
-            elements = outs[0].shape.num_elements
+            work = outs[0].shape.num_elements * inner_work(self.gen.module, inst)
             for d, (var, n) in enumerate(zip(idx, dims)):
-                if d == 0 and elements >= self.gen.options.parallel_threshold and n > 1:
+                if d == 0 and work >= self.gen.options.parallel_threshold and n > 1:
                     buf.line("#pragma omp parallel for schedule(static)")
                 buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
                 buf._level += 1
@@ -271,6 +276,45 @@ class ComputationEmitter:
             out.splice(self.buf)
             out.line("return 0;")
         return out.getvalue()
+
+
+def _signature_entry(shape: Shape) -> dict:
+    """An input or output of the ABI: its buffer holds ``dims`` in ``minor_to_major`` order."""
+    m2m = shape.layout.minor_to_major if shape.layout is not None and shape.layout.minor_to_major \
+        else tuple(range(shape.rank - 1, -1, -1))
+    return {"dtype": shape.dtype.value, "dims": list(shape.dims), "minor_to_major": list(m2m)}
+
+
+def inner_work(module: HloModule, inst: HloInstruction) -> int:
+    """Rough work per output element: the largest reduction/contraction/window size inside ``inst``."""
+    insts = (module.computation(inst.attr("calls").name).instructions if inst.opcode is Opcode.FUSION
+             else (inst,))
+    work = 1
+    for i in insts:
+        if i.opcode is Opcode.REDUCE:
+            src = module_shape(module, inst, i, 0)
+            work = max(work, _prod(src.dims[d] for d in i.attr("dimensions")) if src else 1)
+        elif i.opcode is Opcode.DOT:
+            src = module_shape(module, inst, i, 0)
+            work = max(work, _prod(src.dims[d] for d in i.attr("lhs_contracting_dims", ())) if src else 1)
+        elif i.opcode in (Opcode.CONVOLUTION, Opcode.REDUCE_WINDOW):
+            work = max(work, _prod(d.size for d in i.attr("window").dims) * 16)
+    return work
+
+
+def module_shape(module: HloModule, outer: HloInstruction, inst: HloInstruction, k: int):
+    comp = module.computation(outer.attr("calls").name) if outer.opcode is Opcode.FUSION else None
+    if comp is not None and inst.operands[k] in comp.by_name:
+        shape = comp[inst.operands[k]].shape
+        return shape if isinstance(shape, Shape) else None
+    return None
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
 
 
 def c_comment(text: str) -> str:
@@ -380,8 +424,8 @@ class ModuleCodegen:
         signature = {
             "abi_version": ABI_VERSION,
             "module": self.module.name,
-            "inputs": [{"dtype": p.shape.dtype.value, "dims": list(p.shape.dims)} for p in entry.parameters],
-            "outputs": [{"dtype": s.dtype.value, "dims": list(s.dims)} for s in out_shapes],
+            "inputs": [_signature_entry(p.shape) for p in entry.parameters],
+            "outputs": [_signature_entry(s) for s in out_shapes],
             "scratch_bytes": total,
         }
         offsets = {f"{name}/{label}": bases[self.functions[name].fname] + off

@@ -24,7 +24,8 @@ def storage(t: P) -> str:
     try:
         return STORAGE[t]
     except KeyError:
-        raise NotImplementedError(f"the CPU backend does not support element type {t.value}") from None
+        from backends.cpu.elemental import CodegenUnsupported  # (elemental imports this module)
+        raise CodegenUnsupported(f"the CPU backend does not support element type {t.value}") from None
 
 
 def compute(t: P) -> str:

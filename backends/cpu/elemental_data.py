@@ -175,9 +175,12 @@ def _gte(em, inst, idx):
     return value[inst.attr("index")]
 
 
-def _loop_accumulate(em: ElementalEmitter, bounds: list[tuple[str, int]], body) -> None:
-    """Open nested ``for`` loops over ``bounds`` ((var, size) pairs) around ``body()``."""
-    for var, size in bounds:
+def _loop_accumulate(em: ElementalEmitter, bounds: list[tuple[str, int]], body, simd: str | None = None) -> None:
+    """Open nested ``for`` loops over ``bounds`` ((var, size) pairs) around ``body()``; ``simd`` is an
+    OpenMP reduction clause put on the innermost loop (e.g. ``reduction(+:acc3)``)."""
+    for k, (var, size) in enumerate(bounds):
+        if simd and k == len(bounds) - 1:
+            em.buf.line(f"#pragma omp simd {simd}")
         em.buf.line(f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{")
         em.buf._level += 1
     em.push()
@@ -206,8 +209,37 @@ def _reduce(em, inst, idx):
         for a, v in zip(accs, new):
             em.buf.line(f"{a} = {v};")
 
-    _loop_accumulate(em, [(loop_vars[d], src.dims[d]) for d in sorted(dims)], body)
+    simd = None
+    if len(accs) == 1:
+        op = simple_reducer(em.module, inst.attr("to_apply").name)
+        clause = SIMD_REDUCTIONS.get((op, C.compute(shapes[0].dtype))) if op is not None else None
+        simd = f"reduction({clause}:{accs[0]})" if clause else None
+    _loop_accumulate(em, [(loop_vars[d], src.dims[d]) for d in sorted(dims)], body, simd)
     return tuple(accs) if isinstance(inst.shape, TupleShape) else accs[0]
+
+
+# (reducer opcode, compute type) -> OpenMP reduction identifier. Float max/min use the NaN-propagating
+# reductions the prelude declares; reassociating float sums is allowed, as XLA's CPU backend does.
+SIMD_REDUCTIONS = {
+    **{(Opcode.ADD, t): "+" for t in ("float", "double", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t",
+                                       "uint16_t", "uint32_t", "uint64_t")},
+    **{(Opcode.MULTIPLY, t): "*" for t in ("float", "double", "int32_t", "int64_t", "uint32_t", "uint64_t")},
+    (Opcode.MAXIMUM, "float"): "tfxla_maxf", (Opcode.MINIMUM, "float"): "tfxla_minf",
+    (Opcode.MAXIMUM, "double"): "tfxla_max", (Opcode.MINIMUM, "double"): "tfxla_min",
+    **{(Opcode.MAXIMUM, t): "max" for t in ("int32_t", "int64_t", "uint32_t", "uint64_t")},
+    **{(Opcode.MINIMUM, t): "min" for t in ("int32_t", "int64_t", "uint32_t", "uint64_t")},
+    (Opcode.AND, "int"): "&&", (Opcode.OR, "int"): "||",
+}
+
+
+def simple_reducer(module, comp_name: str) -> Opcode | None:
+    """The opcode of a reducer that is one binary op on its two parameters, else None."""
+    comp = module.computation(comp_name)
+    root = comp.root
+    params = {p.name for p in comp.parameters}
+    if len(comp.parameters) == 2 and len(root.operands) == 2 and set(root.operands) == params:
+        return root.opcode
+    return None
 
 
 @elemental(Opcode.DOT)

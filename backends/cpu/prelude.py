@@ -45,6 +45,10 @@ static inline float tfxla_maxf(float x, float y) { return (isnan(x) || x >= y) ?
 static inline float tfxla_minf(float x, float y) { return (isnan(x) || x <= y) ? x : y; }
 static inline double tfxla_max(double x, double y) { return (isnan(x) || x >= y) ? x : y; }
 static inline double tfxla_min(double x, double y) { return (isnan(x) || x <= y) ? x : y; }
+#pragma omp declare reduction(tfxla_maxf : float : omp_out = tfxla_maxf(omp_out, omp_in)) initializer(omp_priv = -INFINITY)
+#pragma omp declare reduction(tfxla_minf : float : omp_out = tfxla_minf(omp_out, omp_in)) initializer(omp_priv = INFINITY)
+#pragma omp declare reduction(tfxla_max : double : omp_out = tfxla_max(omp_out, omp_in)) initializer(omp_priv = -INFINITY)
+#pragma omp declare reduction(tfxla_min : double : omp_out = tfxla_min(omp_out, omp_in)) initializer(omp_priv = INFINITY)
 static inline float tfxla_signf(float x) { return isnan(x) ? x : (x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x)); }
 static inline double tfxla_sign(double x) { return isnan(x) ? x : (x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x)); }
 static inline float tfxla_logisticf(float x) { return 1.0f / (1.0f + expf(-x)); }

@@ -40,6 +40,9 @@ class Kernel:
         self.lib.tfxla_teardown.argtypes = [ctypes.c_void_p]
         self.inputs = [(PrimitiveType.from_text(i["dtype"]), tuple(i["dims"])) for i in self.signature["inputs"]]
         self.outputs = [(PrimitiveType.from_text(o["dtype"]), tuple(o["dims"])) for o in self.signature["outputs"]]
+        # Buffers are in each shape's layout: the major-to-minor order of the dims, when it is not row-major.
+        self._in_order = [_physical_order(i) for i in self.signature["inputs"]]
+        self._out_order = [_physical_order(o) for o in self.signature["outputs"]]
         self._scratch = np.empty(int(self.signature["scratch_bytes"]) + 64, np.uint8)
         offset = (-self._scratch.ctypes.data) % 64
         self._scratch_ptr = self._scratch.ctypes.data + offset
@@ -64,9 +67,11 @@ class Kernel:
                 raise TypeError(f"input {k}: expected dtype {dtype.value} ({dtype.numpy}), got {a.dtype}")
             if a.ndim != len(shape):
                 raise ValueError(f"input {k}: expected rank {len(shape)} {list(shape)}, got dims {list(a.shape)}")
-            arrays.append(np.ascontiguousarray(a))
+            order = self._in_order[k]
+            arrays.append(np.ascontiguousarray(a if order is None else np.transpose(a, order)))
             dims.extend(a.shape)
-        outs = [np.empty(shape, dtype.numpy) for dtype, shape in self.outputs]
+        outs = [np.empty(shape if order is None else tuple(shape[d] for d in order), dtype.numpy)
+                for (dtype, shape), order in zip(self.outputs, self._out_order)]
         in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
         out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs])
         dim_arr = (ctypes.c_int64 * max(len(dims), 1))(*dims)
@@ -74,4 +79,14 @@ class Kernel:
         status = self.lib.tfxla_run(self._state, in_ptrs, dim_arr, out_ptrs, self._scratch_ptr, err, _ERR_LEN)
         if status != 0:
             raise KernelError(err.value.decode(errors="replace"))
-        return outs
+        return [o if order is None else np.ascontiguousarray(np.transpose(o, np.argsort(order)))
+                for o, order in zip(outs, self._out_order)]
+
+
+def _physical_order(entry: dict) -> list[int] | None:
+    """The dims from major to minor of a signature entry's buffer; ``None`` for row-major."""
+    m2m = entry.get("minor_to_major")
+    rank = len(entry["dims"])
+    if not m2m or list(m2m) == list(range(rank - 1, -1, -1)):
+        return None
+    return list(reversed(m2m))

@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): ours vs TF graph mode vs TF XLA, medians from one process run."""
