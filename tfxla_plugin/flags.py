@@ -1,0 +1,74 @@
+"""Flags from the ``TFXLA_FLAGS`` environment variable (ours; TF's ``TF_XLA_FLAGS`` is never touched).
+
+    TFXLA_FLAGS="--dump_to=/tmp/dumps --min_cluster_size=2"
+
+Unknown flags are an error that lists the known ones; values are typed and
+checked. ``Flags.from_env()`` parses the current environment each time it is
+called, so tests can set the variable and see the effect.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from dataclasses import dataclass
+
+
+class FlagError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Flags:
+    dump_to: str | None = None  # directory for XLA-style dumps
+    dump_passes: bool = False  # also dump the module after every HLO pass
+    min_cluster_size: int = 4  # auto-clustering only; must-compile uses 1
+    max_cluster_size: int = 0  # 0: unlimited
+    clustering_fuel: int = -1  # -1: unlimited; N: stop after N merges (bisecting)
+    cache_dir: str | None = None  # kernel cache (default ~/.cache/tfxla_plugin/kernels)
+    backend: str = "cpu"
+    optimize: bool = True  # run the HLO optimization pipeline
+
+    @staticmethod
+    def known() -> list[str]:
+        return [f.name for f in dataclasses.fields(Flags)]
+
+    @staticmethod
+    def parse(text: str) -> "Flags":
+        values: dict[str, object] = {}
+        fields = {f.name: f for f in dataclasses.fields(Flags)}
+        for token in shlex.split(text or ""):
+            if not token.startswith("--"):
+                raise FlagError(f"TFXLA_FLAGS: expected --name=value, got {token!r}")
+            name, sep, raw = token[2:].partition("=")
+            if name not in fields:
+                raise FlagError(f"TFXLA_FLAGS: unknown flag --{name}; known flags: "
+                                + ", ".join(f"--{k}" for k in Flags.known()))
+            values[name] = _convert(name, fields[name].type, raw if sep else None)
+        flags = Flags(**values)
+        if flags.backend not in ("cpu", "cuda"):
+            raise FlagError(f"TFXLA_FLAGS: --backend must be cpu or cuda, got {flags.backend!r}")
+        return flags
+
+    @staticmethod
+    def from_env() -> "Flags":
+        return Flags.parse(os.environ.get("TFXLA_FLAGS", ""))
+
+
+def _convert(name: str, type_name, raw: str | None):
+    type_text = str(type_name)
+    if "bool" in type_text:
+        if raw is None or raw.lower() in ("1", "true", "yes"):
+            return True
+        if raw.lower() in ("0", "false", "no"):
+            return False
+        raise FlagError(f"TFXLA_FLAGS: --{name} takes true or false, got {raw!r}")
+    if raw is None:
+        raise FlagError(f"TFXLA_FLAGS: --{name} needs a value (--{name}=...)")
+    if "int" in type_text:
+        try:
+            return int(raw)
+        except ValueError:
+            raise FlagError(f"TFXLA_FLAGS: --{name} takes an integer, got {raw!r}") from None
+    return raw
