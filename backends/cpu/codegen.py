@@ -239,9 +239,14 @@ class ComputationEmitter:
             root = inst.name
         idx = tuple(self.names.fresh("i") for _ in dims)
         with buf.block(""):
-            work = outs[0].shape.num_elements * inner_work(self.gen.module, inst)
+            inner = inner_work(self.gen.module, inst)
+            work = outs[0].shape.num_elements * inner
+            parallel_outer = work >= self.gen.options.parallel_threshold and bool(dims) and dims[0] > 1
+            # Too few output elements to split: split the reduction itself (full/row reductions).
+            emitter.parallel_reduce = (not parallel_outer and outs[0].shape.num_elements <= 4
+                                       and inner >= self.gen.options.parallel_threshold)
             for d, (var, n) in enumerate(zip(idx, dims)):
-                if d == 0 and work >= self.gen.options.parallel_threshold and n > 1:
+                if d == 0 and parallel_outer:
                     buf.line("#pragma omp parallel for schedule(static)")
                 buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
                 buf._level += 1

@@ -177,7 +177,13 @@ def _gte(em, inst, idx):
 
 def _loop_accumulate(em: ElementalEmitter, bounds: list[tuple[str, int]], body, simd: str | None = None) -> None:
     """Open nested ``for`` loops over ``bounds`` ((var, size) pairs) around ``body()``; ``simd`` is an
-    OpenMP reduction clause put on the innermost loop (e.g. ``reduction(+:acc3)``)."""
+    OpenMP reduction clause (e.g. ``reduction(+:acc3)``): put on the innermost loop, or, when the
+    caller runs this element alone (``em.parallel_reduce``), on all the loops to split them over threads."""
+    if simd and getattr(em, "parallel_reduce", False) and bounds:
+        em.parallel_reduce = False  # one parallel region per element
+        collapse = f" collapse({len(bounds)})" if len(bounds) > 1 else ""
+        em.buf.line(f"#pragma omp parallel for simd{collapse} schedule(static) {simd}")
+        simd = None
     for k, (var, size) in enumerate(bounds):
         if simd and k == len(bounds) - 1:
             em.buf.line(f"#pragma omp simd {simd}")
