@@ -40,16 +40,22 @@ class Executable:
         return self.kernel.run(*args)
 
 
-def compile(module: HloModule, options: CompileOptions | None = None) -> Executable:  # noqa: A001
-    options = options or CompileOptions()
-    verify(module)
-    generated = generate(module, options.codegen)
-    compiler = options.compiler or CompilerOptions()
+def compiler_options_for(generated: GeneratedKernel, compiler: CompilerOptions | None = None) -> CompilerOptions:
+    """``compiler`` (default options if None) plus the libraries and paths the generated source needs."""
+    compiler = compiler or CompilerOptions()
     if generated.libraries or generated.include_dirs or generated.library_dirs:
         compiler = dataclasses.replace(
             compiler, libraries=compiler.libraries + tuple(f"-l{lib}" for lib in generated.libraries),
             include_dirs=compiler.include_dirs + generated.include_dirs,
             library_dirs=compiler.library_dirs + generated.library_dirs)
+    return compiler
+
+
+def compile(module: HloModule, options: CompileOptions | None = None) -> Executable:  # noqa: A001
+    options = options or CompileOptions()
+    verify(module)
+    generated = generate(module, options.codegen)
+    compiler = compiler_options_for(generated, options.compiler)
     compiled = compile_shared_object(generated.source, compiler, options.cache_dir, name=module.name)
     return Executable(module, generated, Kernel(compiled.path), compiled.cache_hit)
 

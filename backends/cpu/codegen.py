@@ -72,6 +72,7 @@ def check_array(shape: ShapeLike, what: str) -> Shape:
 @dataclass
 class CodegenOptions:
     parallel_threshold: int = 1 << 15  # elements per loop nest before OpenMP splits the outer loop
+    dnnl: bool = True  # dot, convolution and output fusions through oneDNN when it is installed
     name: str = "tfxla_kernel"
 
 
@@ -197,8 +198,7 @@ class ComputationEmitter:
         self.values[inst.name] = target
         self.buf.line(c_comment(f"%{inst.name} = {inst.shape} {op.text}"))
         kernel = TOP_LEVEL.get(op)
-        if kernel is not None:
-            kernel(self, inst, target)
+        if kernel is not None and kernel(self, inst, target) is not False:  # False: declined, emit the default
             return
         try:
             trial = IndentedBuffer()
@@ -344,7 +344,8 @@ def _value_reader(value: Value) -> Callable:
     return lambda idx: tuple(r(idx) for r in readers)
 
 
-TopLevelKernel = Callable[[ComputationEmitter, HloInstruction, Value], None]
+# A kernel may return False, before emitting anything, to decline: the default loop nest (or call) is emitted.
+TopLevelKernel = Callable[[ComputationEmitter, HloInstruction, Value], "bool | None"]
 TOP_LEVEL: dict[Opcode, TopLevelKernel] = {}
 
 

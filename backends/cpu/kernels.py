@@ -3,4 +3,4 @@
 from backends.cpu import (  # noqa: F401  (elemental rules)
     elemental_data, elemental_math, elemental_misc, elemental_window,
 )
-from backends.cpu import kernels_control, kernels_misc, kernels_scatter, kernels_sort  # noqa: F401
+from backends.cpu import kernels_control, kernels_dnnl, kernels_misc, kernels_scatter, kernels_sort  # noqa: F401
