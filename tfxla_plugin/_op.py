@@ -1,0 +1,178 @@
+"""Building and loading the ``TfxlaLaunch`` op library (C++ sources in ``ops/``: ``tfxla_launch.cc``).
+
+``load_op_library()`` returns the module ``tf.load_op_library`` gives (its ``tfxla_launch``
+function calls the op), loading the library once per process from the first of:
+
+1. ``_tfxla_launch_op.so`` next to this file, built by ``setup.py`` at install time, when its
+   sidecar ``_tfxla_launch_op.json`` records this TensorFlow version, TF's compile and link
+   flags, and the sha256 of the sources shipped beside it;
+2. ``<cache>/tfxla_plugin/ops/<tf-version>/tfxla_launch_<key>.so`` (``<cache>`` is
+   ``$XDG_CACHE_HOME`` or ``~/.cache``; ``key`` hashes the sources and the full command), built on
+   first use under a file lock and written atomically, so concurrent processes build it once.
+
+A failed build raises ``OpBuildError`` carrying the compiler command and its stderr. This module
+imports only the standard library at import time, so ``setup.py`` can load it by path and call
+``build()`` without importing the package.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from types import ModuleType
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE / "ops" / "tfxla_launch.cc"
+PACKAGED_SO = "_tfxla_launch_op.so"
+SIDECAR = "_tfxla_launch_op.json"
+BASE_FLAGS = ("-std=c++17", "-shared", "-fPIC", "-O2")
+
+_lock = threading.Lock()
+_module: ModuleType | None = None
+_failure: BaseException | None = None
+
+
+class OpBuildError(RuntimeError):
+    """Compiling the op library failed; ``command`` and ``stderr`` say how."""
+
+    def __init__(self, message: str, command: list[str], stderr: str):
+        super().__init__(f"{message}\ncommand: {shlex.join(command)}\n{stderr}")
+        self.command = command
+        self.stderr = stderr
+
+
+def tf_build_info() -> dict:
+    """What a built library depends on: TF's version and its compile/link flags (incl. the C++ ABI)."""
+    import tensorflow as tf
+
+    return {"tf_version": tf.__version__,
+            "compile_flags": list(tf.sysconfig.get_compile_flags()),
+            "link_flags": list(tf.sysconfig.get_link_flags())}
+
+
+def build_command(output: str | os.PathLike, info: dict, source: Path = SOURCE) -> list[str]:
+    cxx = os.environ.get("CXX", "g++")
+    return [cxx, *BASE_FLAGS, str(source), "-o", str(output), *info["compile_flags"], *info["link_flags"],
+            "-ldl", "-w"]
+
+
+def source_digest(directory: Path = SOURCE.parent) -> str:
+    """sha256 over the op's sources (``*.cc`` and the headers they include), names and contents."""
+    h = hashlib.sha256()
+    for path in sorted([*directory.glob("*.cc"), *directory.glob("*.h")]):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def build(output: str | os.PathLike, info: dict | None = None, source: Path = SOURCE) -> Path:
+    """Compile the op library to ``output`` (atomically) and write its sidecar; returns the path."""
+    info = info or tf_build_info()
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.stem}.", suffix=".so", dir=output.parent)
+    os.close(fd)
+    cmd = build_command(tmp, info, source)
+    try:
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise OpBuildError(f"cannot build the TfxlaLaunch op library: {e}", cmd, "") from e
+        if proc.returncode != 0:
+            raise OpBuildError(f"building the TfxlaLaunch op library failed (exit {proc.returncode})",
+                               cmd, proc.stderr)
+        os.chmod(tmp, 0o755)
+        sidecar = {**info, "source_sha256": source_digest(source.parent),
+                   "command": build_command(output, info, source)}
+        _atomic_write(output.with_suffix(".json"), json.dumps(sidecar, indent=1).encode())
+        os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return output
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def packaged_library(info: dict) -> Path | None:
+    """The install-time library, if it exists and was built for this TF and this source."""
+    so, sidecar = HERE / PACKAGED_SO, HERE / SIDECAR
+    if not so.exists() or not sidecar.exists():
+        return None
+    try:
+        built = json.loads(sidecar.read_text())
+    except (OSError, ValueError):
+        return None
+    same_tf = all(built.get(k) == info[k] for k in ("tf_version", "compile_flags", "link_flags"))
+    return so if same_tf and built.get("source_sha256") == source_digest() else None
+
+
+def cache_dir(tf_version: str) -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tfxla_plugin" / "ops" / tf_version
+
+
+def cached_library(info: dict) -> Path:
+    """The user-cache library for this TF and source, built (under a file lock) if missing."""
+    key_cmd = shlex.join(build_command("OUTPUT.so", info, Path("SOURCE.cc")))
+    key = hashlib.sha256(f"{source_digest()}\0{key_cmd}".encode()).hexdigest()[:16]
+    directory = cache_dir(info["tf_version"])
+    directory.mkdir(parents=True, exist_ok=True)
+    so = directory / f"tfxla_launch_{key}.so"
+    if so.exists():
+        return so
+    with open(directory / f"tfxla_launch_{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not so.exists():  # another process may have built it while we waited
+            build(so, info)
+    return so
+
+
+def load_op_library() -> ModuleType:
+    """The loaded op library (``.tfxla_launch``); builds it first if needed. Thread-safe, once per process."""
+    global _module, _failure
+    with _lock:
+        if _module is not None:
+            return _module
+        if _failure is not None:  # do not rerun a failing multi-second build on every call
+            raise _failure
+        try:
+            _module = _load()
+        except Exception as e:
+            _failure = e
+            raise
+        return _module
+
+
+def _load() -> ModuleType:
+    import tensorflow as tf
+
+    info = tf_build_info()
+    packaged = packaged_library(info)
+    if packaged is not None:
+        try:
+            return tf.load_op_library(str(packaged))
+        except tf.errors.OpError:
+            pass  # e.g. a TF build with the same version string but other symbols: use the cache
+    so = cached_library(info)
+    try:
+        return tf.load_op_library(str(so))
+    except tf.errors.NotFoundError:
+        # A damaged cache entry (dlopen failed, nothing was registered): rebuild it once.
+        so.unlink(missing_ok=True)
+        return tf.load_op_library(str(cached_library(info)))
+
+
+__all__ = ["OpBuildError", "build", "build_command", "load_op_library", "tf_build_info"]

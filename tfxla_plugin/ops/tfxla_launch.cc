@@ -1,0 +1,526 @@
+// The TfxlaLaunch custom op: runs one compiled tfxla kernel (.so) inside a TensorFlow graph.
+//
+//   TfxlaLaunch(kernel_path: string, args: Tin) -> results: Tout
+//
+// The kernel is a plain C shared object with the ABI of backends/cpu/codegen.py (ABI version 1):
+//   int         tfxla_abi_version(void);
+//   const char* tfxla_signature(void);       // JSON: abi_version, module, inputs/outputs [{dtype, dims,
+//                                             //       minor_to_major}], scratch_bytes
+//   int64_t     tfxla_scratch_bytes(void);    // optional; must agree with the signature
+//   int         tfxla_init(void** state, char* err, size_t errlen);
+//   void        tfxla_teardown(void* state);
+//   int         tfxla_run(void* state, const void* const* in, const int64_t* in_dims,
+//                         void* const* out, char* scratch, char* err, size_t errlen);
+//
+// Invariants:
+// * A kernel path is loaded once per process (dlopen RTLD_NOW|RTLD_LOCAL, signature parsed,
+//   tfxla_init called once) and kept until exit; a failed load is not cached, so fixing the file
+//   and calling again works. A file whose sha256 differs from a non-empty `kernel_hash` is never
+//   dlopen'ed.
+// * The kernel is never called on inputs it was not compiled for: the input count, every dtype
+//   (Tin against the signature) and every input's dims are checked first, each mismatch an
+//   InvalidArgument naming the input, the expected and the actual shape.
+// * The per-executable state is written only by tfxla_init; every call gets its own scratch arena
+//   (allocate_temp, 64-byte aligned), so concurrent calls of one kernel are safe.
+// * Every failure is a TF error status naming the kernel file; nothing here aborts the process.
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "json_reader.h"
+#include "sha256.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/framework/types.h"
+#include "tensorflow/core/platform/errors.h"  // TF_RETURN_IF_ERROR
+
+namespace tfxla {
+namespace {
+
+using ::tensorflow::DataType;
+using ::tensorflow::DataTypeString;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::PartialTensorShape;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+
+// Status constructors taking StrCat pieces (TF's errors::X variadics are deprecated).
+#define TFXLA_STATUS(Name)                           \
+  template <typename... Args>                        \
+  absl::Status Name(const Args&... args) {           \
+    return absl::Name##Error(absl::StrCat(args...)); \
+  }
+TFXLA_STATUS(InvalidArgument)
+TFXLA_STATUS(NotFound)
+TFXLA_STATUS(DataLoss)
+TFXLA_STATUS(Internal)
+TFXLA_STATUS(FailedPrecondition)
+TFXLA_STATUS(Unimplemented)
+#undef TFXLA_STATUS
+
+constexpr int kAbiVersion = 1;
+constexpr size_t kErrLen = 1024;
+constexpr int64_t kScratchAlign = 64;
+
+// ---------------------------------------------------------------------------------------------
+// Reading and checking a kernel file.
+
+absl::Status ReadFile(const std::string& path, std::string* data) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return NotFound("cannot open tfxla kernel file '", path, "': ", std::strerror(errno));
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) data->append(buf, n);
+  bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return DataLoss("error reading tfxla kernel file '", path, "'");
+  return absl::OkStatus();
+}
+
+// dlopen maps segments past the end of a truncated file and the process dies of SIGBUS when the
+// loader touches them, so check that the ELF header, the program headers and every segment lie
+// inside the file first. Other defects (wrong class or machine) are left to dlopen's own errors.
+absl::Status CheckElf(const std::string& path, const std::string& data) {
+  auto corrupt = [&](auto... why) {
+    return InvalidArgument("cannot load tfxla kernel '", path, "': not a valid shared object (", why...,
+                           "; the file has ", data.size(), " bytes)");
+  };
+  if (data.size() < EI_NIDENT || std::memcmp(data.data(), ELFMAG, SELFMAG) != 0)
+    return corrupt("no ELF header");
+  if (data[EI_CLASS] != ELFCLASS64) return absl::OkStatus();
+  if (data.size() < sizeof(Elf64_Ehdr)) return corrupt("truncated ELF header");
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, data.data(), sizeof(eh));
+  const uint64_t size = data.size();
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff > size ||
+      uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr) > size - eh.e_phoff)
+    return corrupt("program headers beyond the end of the file");
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, data.data() + eh.e_phoff + i * sizeof(Elf64_Phdr), sizeof(ph));
+    if (ph.p_offset > size || ph.p_filesz > size - ph.p_offset)
+      return corrupt("segment ", i, " ends at byte ", ph.p_offset + ph.p_filesz);
+  }
+  if (eh.e_shnum != 0 && (eh.e_shoff > size || uint64_t(eh.e_shnum) * eh.e_shentsize > size - eh.e_shoff))
+    return corrupt("section headers beyond the end of the file");
+  return absl::OkStatus();
+}
+
+std::string Sha256Hex(const std::string& data) {
+  Sha256 sha;
+  sha.Update(reinterpret_cast<const unsigned char*>(data.data()), data.size());
+  return sha.HexDigest();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loaded kernels.
+
+struct TensorSpec {
+  std::string hlo_type;  // "f32", "pred", ...
+  DataType dtype;
+  std::vector<int64_t> dims;
+
+  std::string ToString() const { return absl::StrCat(hlo_type, "[", absl::StrJoin(dims, ","), "]"); }
+};
+
+using AbiVersionFn = int (*)();
+using SignatureFn = const char* (*)();
+using ScratchBytesFn = int64_t (*)();
+using InitFn = int (*)(void**, char*, size_t);
+using TeardownFn = void (*)(void*);
+using RunFn = int (*)(void*, const void* const*, const int64_t*, void* const*, char*, char*, size_t);
+
+struct LoadedKernel {
+  std::string path;
+  std::string sha256;
+  std::string module;
+  void* handle = nullptr;
+  RunFn run = nullptr;
+  TeardownFn teardown = nullptr;
+  void* state = nullptr;  // written once by tfxla_init, read-only afterwards
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  int64_t scratch_bytes = 0;
+  int64_t total_input_rank = 0;
+
+  std::string Name() const { return absl::StrCat("'", module, "' (", path, ")"); }
+};
+
+// HLO element type names (hlo/dtypes.py) -> TF dtypes with the same storage.
+bool DataTypeFromHlo(const std::string& name, DataType* out) {
+  static const auto* kTable = new std::unordered_map<std::string, DataType>{
+      {"pred", tensorflow::DT_BOOL},  {"s8", tensorflow::DT_INT8},       {"s16", tensorflow::DT_INT16},
+      {"s32", tensorflow::DT_INT32},  {"s64", tensorflow::DT_INT64},     {"u8", tensorflow::DT_UINT8},
+      {"u16", tensorflow::DT_UINT16}, {"u32", tensorflow::DT_UINT32},    {"u64", tensorflow::DT_UINT64},
+      {"f16", tensorflow::DT_HALF},   {"bf16", tensorflow::DT_BFLOAT16}, {"f32", tensorflow::DT_FLOAT},
+      {"f64", tensorflow::DT_DOUBLE}, {"c64", tensorflow::DT_COMPLEX64}, {"c128", tensorflow::DT_COMPLEX128},
+  };
+  auto it = kTable->find(name);
+  if (it == kTable->end()) return false;
+  *out = it->second;
+  return true;
+}
+
+absl::Status ParseSpecs(const Json* list, const char* what, const std::string& path,
+                        std::vector<TensorSpec>* out) {
+  if (list == nullptr || list->kind != Json::kArray)
+    return InvalidArgument("tfxla kernel '", path, "': signature has no '", what, "' list");
+  for (size_t k = 0; k < list->array.size(); ++k) {
+    const Json& e = list->array[k];
+    const Json* dtype = e.Find("dtype");
+    const Json* dims = e.Find("dims");
+    if (e.kind != Json::kObject || dtype == nullptr || dtype->kind != Json::kString || dims == nullptr ||
+        dims->kind != Json::kArray)
+      return InvalidArgument("tfxla kernel '", path, "': signature ", what, "[", k,
+                             "] needs a string 'dtype' and a 'dims' list");
+    TensorSpec spec;
+    spec.hlo_type = dtype->str;
+    if (!DataTypeFromHlo(spec.hlo_type, &spec.dtype))
+      return Unimplemented("tfxla kernel '", path, "': ", what, "[", k, "] has element type ", spec.hlo_type,
+                           ", which the TfxlaLaunch op does not support");
+    for (const Json& d : dims->array) {
+      if (d.kind != Json::kNumber || !d.is_integer || d.integer < 0)
+        return InvalidArgument("tfxla kernel '", path, "': ", what, "[", k,
+                               "] has a dimension that is not a non-negative integer");
+      spec.dims.push_back(d.integer);
+    }
+    // Buffers are exchanged in TF's row-major order; other layouts would need a transpose here.
+    if (const Json* m2m = e.Find("minor_to_major"); m2m != nullptr && !m2m->array.empty()) {
+      const int64_t rank = static_cast<int64_t>(spec.dims.size());
+      bool row_major = static_cast<int64_t>(m2m->array.size()) == rank;
+      for (int64_t i = 0; row_major && i < rank; ++i) row_major = m2m->array[i].integer == rank - 1 - i;
+      if (!row_major)
+        return Unimplemented("tfxla kernel '", path, "': ", what, "[", k,
+                             "] has a non-row-major layout; the TfxlaLaunch op exchanges "
+                             "row-major buffers only");
+    }
+    out->push_back(std::move(spec));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Fn>
+absl::Status Symbol(void* handle, const char* name, const std::string& path, bool required, Fn* out) {
+  dlerror();
+  *out = reinterpret_cast<Fn>(dlsym(handle, name));
+  if (*out == nullptr && required)
+    return InvalidArgument("'", path, "' is not a tfxla kernel: missing symbol ", name);
+  return absl::OkStatus();
+}
+
+// Everything after dlopen: symbols, ABI version, signature, tfxla_init.
+absl::Status InitLoaded(LoadedKernel* k) {
+  AbiVersionFn abi_version;
+  SignatureFn signature;
+  ScratchBytesFn scratch_bytes;
+  InitFn init;
+  TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_abi_version", k->path, true, &abi_version));
+  TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_signature", k->path, true, &signature));
+  TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_scratch_bytes", k->path, false, &scratch_bytes));
+  TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_init", k->path, true, &init));
+  TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_teardown", k->path, true, &k->teardown));
+  TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_run", k->path, true, &k->run));
+  const int version = abi_version();
+  if (version != kAbiVersion)
+    return FailedPrecondition("tfxla kernel '", k->path, "' has ABI version ", version,
+                              ", but this TfxlaLaunch op speaks version ", kAbiVersion,
+                              "; recompile the kernel");
+  const char* text = signature();
+  if (text == nullptr)
+    return InvalidArgument("tfxla kernel '", k->path, "': tfxla_signature() returned NULL");
+  Json sig;
+  std::string error;
+  if (!JsonReader(text).Parse(&sig, &error) || sig.kind != Json::kObject)
+    return InvalidArgument("tfxla kernel '", k->path, "': cannot parse its signature (",
+                           error.empty() ? "not an object" : error, "): ", text);
+  if (const Json* v = sig.Find("abi_version"); v == nullptr || v->integer != kAbiVersion)
+    return FailedPrecondition("tfxla kernel '", k->path, "': signature abi_version is not ", kAbiVersion);
+  if (const Json* m = sig.Find("module"); m != nullptr && m->kind == Json::kString) k->module = m->str;
+  TF_RETURN_IF_ERROR(ParseSpecs(sig.Find("inputs"), "inputs", k->path, &k->inputs));
+  TF_RETURN_IF_ERROR(ParseSpecs(sig.Find("outputs"), "outputs", k->path, &k->outputs));
+  const Json* scratch = sig.Find("scratch_bytes");
+  if (scratch == nullptr || scratch->kind != Json::kNumber || scratch->integer < 0)
+    return InvalidArgument("tfxla kernel '", k->path, "': signature has no valid scratch_bytes");
+  k->scratch_bytes = scratch->integer;
+  if (scratch_bytes != nullptr && scratch_bytes() != k->scratch_bytes)
+    return InvalidArgument("tfxla kernel '", k->path, "': tfxla_scratch_bytes() is ", scratch_bytes(),
+                           " but its signature says ", k->scratch_bytes);
+  for (const TensorSpec& s : k->inputs) k->total_input_rank += static_cast<int64_t>(s.dims.size());
+  char err[kErrLen] = {0};
+  if (init(&k->state, err, sizeof(err)) != 0) {
+    err[kErrLen - 1] = '\0';
+    return Internal("tfxla kernel ", k->Name(), ": tfxla_init failed: ", err);
+  }
+  return absl::OkStatus();
+}
+
+// The process-wide kernel table. Entries live until exit (the op kernels hold raw pointers).
+class KernelTable {
+ public:
+  static KernelTable& Get() {
+    static auto* table = new KernelTable;  // never destroyed: no teardown races at exit
+    return *table;
+  }
+
+  // The loaded kernel for `path`, loading it on first use. `expected_sha256` (may be empty) is
+  // checked before the file is ever dlopen'ed.
+  absl::Status Lookup(const std::string& path, const std::string& expected_sha256, const LoadedKernel** out) {
+    absl::MutexLock lock(&mu_);
+    auto it = kernels_.find(path);
+    if (it == kernels_.end()) {
+      std::unique_ptr<LoadedKernel> k;
+      TF_RETURN_IF_ERROR(Load(path, expected_sha256, &k));
+      it = kernels_.emplace(path, std::move(k)).first;
+    }
+    const LoadedKernel* k = it->second.get();
+    TF_RETURN_IF_ERROR(CheckHash(*k, expected_sha256));
+    *out = k;
+    return absl::OkStatus();
+  }
+
+ private:
+  static absl::Status CheckHash(const LoadedKernel& k, const std::string& expected) {
+    if (expected.empty() || expected == k.sha256) return absl::OkStatus();
+    return DataLoss("tfxla kernel file '", k.path, "' has sha256 ", k.sha256,
+                    ", but the graph was built for sha256 ", expected,
+                    "; the file changed after compiling, refusing to run it");
+  }
+
+  static absl::Status Load(const std::string& path, const std::string& expected_sha256,
+                           std::unique_ptr<LoadedKernel>* out) {
+    if (path.empty()) return InvalidArgument("TfxlaLaunch: kernel_path is empty");
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0)
+      return NotFound("tfxla kernel file '", path, "' not found: ", std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) return InvalidArgument("tfxla kernel path '", path, "' is not a regular file");
+    auto k = std::make_unique<LoadedKernel>();
+    k->path = path;
+    std::string data;
+    TF_RETURN_IF_ERROR(ReadFile(path, &data));
+    k->sha256 = Sha256Hex(data);
+    TF_RETURN_IF_ERROR(CheckHash(*k, expected_sha256));
+    TF_RETURN_IF_ERROR(CheckElf(path, data));
+    dlerror();
+    k->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (k->handle == nullptr) {
+      const char* why = dlerror();
+      return InvalidArgument("cannot load tfxla kernel '", path, "': ", why ? why : "dlopen failed");
+    }
+    absl::Status s = InitLoaded(k.get());
+    if (!s.ok()) {
+      if (k->state != nullptr && k->teardown != nullptr) k->teardown(k->state);
+      dlclose(k->handle);
+      return s;
+    }
+    *out = std::move(k);
+    return absl::OkStatus();
+  }
+
+  absl::Mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<LoadedKernel>> kernels_ ABSL_GUARDED_BY(mu_);
+};
+
+std::string ShapeString(const Tensor& t) {
+  return absl::StrCat(DataTypeString(t.dtype()), "[", absl::StrJoin(t.shape().dim_sizes(), ","), "]");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The op.
+
+class TfxlaLaunchOp : public OpKernel {
+ public:
+  explicit TfxlaLaunchOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("Tin", &tin_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("Tout", &tout_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("output_shapes", &output_shapes_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("cluster", &cluster_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_hash", &kernel_hash_));
+    OP_REQUIRES(ctx, output_shapes_.size() == tout_.size(),
+                InvalidArgument("TfxlaLaunch cluster '", cluster_, "': ", tout_.size(), " output types but ",
+                                output_shapes_.size(), " output shapes"));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& path_t = ctx->input(0);
+    OP_REQUIRES(
+        ctx, tensorflow::TensorShapeUtils::IsScalar(path_t.shape()),
+        InvalidArgument("TfxlaLaunch cluster '", cluster_,
+                        "': kernel_path must be a scalar string, got shape ", path_t.shape().DebugString()));
+    const LoadedKernel* k = nullptr;
+    const tensorflow::tstring& path = path_t.scalar<tensorflow::tstring>()();
+    OP_REQUIRES_OK(ctx, Resolve(absl::string_view(path.data(), path.size()), &k));
+
+    const int n_in = static_cast<int>(k->inputs.size());
+    absl::InlinedVector<const void*, 8> in_ptrs(std::max(n_in, 1), nullptr);
+    absl::InlinedVector<int64_t, 32> in_dims;
+    in_dims.reserve(std::max<int64_t>(k->total_input_rank, 1));
+    for (int i = 0; i < n_in; ++i) {
+      const Tensor& t = ctx->input(1 + i);
+      const TensorSpec& spec = k->inputs[i];
+      bool ok = t.dims() == static_cast<int>(spec.dims.size());
+      for (int d = 0; ok && d < t.dims(); ++d) ok = t.dim_size(d) == spec.dims[d];
+      OP_REQUIRES(ctx, ok,
+                  InvalidArgument("TfxlaLaunch cluster '", cluster_, "': input ", i, " has shape ",
+                                  ShapeString(t), ", but kernel ", k->Name(), " was compiled for ",
+                                  spec.ToString(), " (rank ", spec.dims.size(), ")"));
+      in_ptrs[i] = t.data();
+      for (int d = 0; d < t.dims(); ++d) in_dims.push_back(t.dim_size(d));
+    }
+    if (in_dims.empty()) in_dims.push_back(0);
+
+    const int n_out = static_cast<int>(k->outputs.size());
+    absl::InlinedVector<void*, 8> out_ptrs(std::max(n_out, 1), nullptr);
+    for (int j = 0; j < n_out; ++j) {
+      TensorShape shape;
+      OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape(k->outputs[j].dims, &shape));
+      Tensor* out = nullptr;
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(j, shape, &out));
+      out_ptrs[j] = out->data();
+    }
+
+    char* scratch = ScratchFallback();
+    Tensor scratch_t;
+    if (k->scratch_bytes > 0) {
+      OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_INT8,
+                                             TensorShape({k->scratch_bytes + kScratchAlign}), &scratch_t));
+      const uintptr_t base = reinterpret_cast<uintptr_t>(scratch_t.data());
+      scratch = reinterpret_cast<char*>((base + kScratchAlign - 1) & ~uintptr_t(kScratchAlign - 1));
+    }
+
+    char err[kErrLen];
+    err[0] = '\0';
+    const int status =
+        k->run(k->state, in_ptrs.data(), in_dims.data(), out_ptrs.data(), scratch, err, sizeof(err));
+    err[kErrLen - 1] = '\0';
+    OP_REQUIRES(ctx, status == 0,
+                Internal("TfxlaLaunch cluster '", cluster_, "': kernel ", k->Name(), " failed (status ",
+                         status, "): ", err[0] ? err : "no message"));
+  }
+
+ private:
+  // A 64-byte aligned stand-in for kernels that need no scratch.
+  static char* ScratchFallback() {
+    alignas(64) static char dummy[kScratchAlign];
+    return dummy;
+  }
+
+  // The loaded kernel for `path`, checked once per (op, path) against this node's attrs.
+  absl::Status Resolve(absl::string_view path, const LoadedKernel** out) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (cached_ != nullptr && cached_path_ == path) {
+        *out = cached_;
+        return absl::OkStatus();
+      }
+    }
+    const LoadedKernel* k = nullptr;
+    TF_RETURN_IF_ERROR(KernelTable::Get().Lookup(std::string(path), kernel_hash_, &k));
+    TF_RETURN_IF_ERROR(CheckAttrs(*k));
+    absl::MutexLock lock(&mu_);
+    cached_path_ = std::string(path);
+    cached_ = k;
+    *out = k;
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckAttrs(const LoadedKernel& k) const {
+    const std::string where = absl::StrCat("TfxlaLaunch cluster '", cluster_, "': kernel ", k.Name());
+    if (tin_.size() != k.inputs.size())
+      return InvalidArgument(where, " takes ", k.inputs.size(), " input(s), but the op passes ", tin_.size());
+    for (size_t i = 0; i < tin_.size(); ++i)
+      if (tin_[i] != k.inputs[i].dtype)
+        return InvalidArgument(where, ": input ", i, " has dtype ", DataTypeString(tin_[i]),
+                               ", but the kernel was compiled for ", k.inputs[i].ToString(), " (",
+                               DataTypeString(k.inputs[i].dtype), ")");
+    if (tout_.size() != k.outputs.size())
+      return InvalidArgument(where, " returns ", k.outputs.size(), " output(s), but the op declares ",
+                             tout_.size());
+    for (size_t j = 0; j < tout_.size(); ++j) {
+      if (tout_[j] != k.outputs[j].dtype)
+        return InvalidArgument(where, ": output ", j, " is declared ", DataTypeString(tout_[j]),
+                               ", but the kernel returns ", k.outputs[j].ToString(), " (",
+                               DataTypeString(k.outputs[j].dtype), ")");
+      if (!output_shapes_[j].IsCompatibleWith(PartialTensorShape(k.outputs[j].dims)))
+        return InvalidArgument(where, ": output ", j, " is declared with shape ",
+                               output_shapes_[j].DebugString(), ", but the kernel returns ",
+                               k.outputs[j].ToString());
+    }
+    return absl::OkStatus();
+  }
+
+  tensorflow::DataTypeVector tin_;
+  tensorflow::DataTypeVector tout_;
+  std::vector<PartialTensorShape> output_shapes_;
+  std::string cluster_;
+  std::string kernel_hash_;
+
+  absl::Mutex mu_;
+  std::string cached_path_ ABSL_GUARDED_BY(mu_);
+  const LoadedKernel* cached_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+}  // namespace
+
+REGISTER_OP("TfxlaLaunch")
+    .Input("kernel_path: string")
+    .Input("args: Tin")
+    .Output("results: Tout")
+    .Attr("Tin: list(type) >= 0")
+    .Attr("Tout: list(type) >= 0")
+    .Attr("output_shapes: list(shape) >= 0")
+    .Attr("cluster: string")
+    .Attr("kernel_hash: string")
+    .Attr("cluster_graph: string = ''")
+    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) -> absl::Status {
+      std::vector<PartialTensorShape> shapes;
+      TF_RETURN_IF_ERROR(c->GetAttr("output_shapes", &shapes));
+      if (static_cast<int>(shapes.size()) != c->num_outputs())
+        return InvalidArgument("TfxlaLaunch: ", c->num_outputs(), " output types but ", shapes.size(),
+                               " output_shapes");
+      tensorflow::shape_inference::ShapeHandle unused;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
+      for (int i = 0; i < c->num_outputs(); ++i) {
+        tensorflow::shape_inference::ShapeHandle s;
+        TF_RETURN_IF_ERROR(c->MakeShapeFromPartialTensorShape(shapes[i], &s));
+        c->set_output(i, s);
+      }
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+Runs one compiled tfxla kernel (a plain C shared object, tfxla ABI version 1).
+
+kernel_path: path of the kernel .so (a tensor, so a SavedModel Asset can feed it).
+args: the kernel's inputs, in parameter order; dtypes and shapes must be those it was compiled for.
+results: the kernel's outputs (the ROOT tuple flattened).
+output_shapes: static shapes of the results, for shape inference.
+cluster: the name of the cluster this node replaced (used in error messages).
+kernel_hash: sha256 (hex) of the kernel file; when non-empty a file with another hash is refused.
+cluster_graph: serialized GraphDef of the original cluster (for the Python gradient; opaque here).
+)doc");
+
+REGISTER_KERNEL_BUILDER(Name("TfxlaLaunch").Device(tensorflow::DEVICE_CPU).HostMemory("kernel_path"),
+                        TfxlaLaunchOp);
+
+}  // namespace tfxla
