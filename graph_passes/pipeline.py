@@ -1,0 +1,182 @@
+"""The clustering driver: inline -> forward variables -> mark -> cluster -> extract (``analyze``), then
+``rewrite``.
+
+``summary`` / ``summary_json`` explain the result in the spirit of XLA's clustering summary: clusters
+built, nodes clustered out of all nodes, an op histogram per cluster, every node left out with its op
+type and reason, and the merges that were refused.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from graph_passes.cluster import ClusterOptions, Clustering, RefusedMerge, cluster_nodes
+from graph_passes.extract import ClusterSpec, extract_clusters
+from graph_passes.forward_variables import forward_variables
+from graph_passes.inline import inline_calls
+from graph_passes.mark import Marking, mark_compilable
+from graph_passes.rewrite import LaunchSpec, RewriteResult, rewrite_clusters, standard_attrs
+
+# Op types that stay in TensorFlow by design, never reported as unsupported.
+STRUCTURAL_OPS = frozenset({"Placeholder", "NoOp", "VarHandleOp", "ReadVariableOp", "AssignVariableOp",
+                            "AssignAddVariableOp", "AssignSubVariableOp"})
+MAX_REFUSED_LINES = 50  # refused merges listed in the text summary
+
+
+@dataclass
+class ClusteringResult:
+    original: object  # the GraphDef given
+    graph_def: object  # after inlining and forwarding: what was marked, clustered and is rewritten
+    fetches: list[str]
+    options: ClusterOptions
+    marking: Marking
+    clustering: Clustering
+    clusters: list[ClusterSpec]
+    inlined: int = 0
+    not_inlined: dict[str, str] = field(default_factory=dict)
+    forwarded: list[str] = field(default_factory=list)  # variable reads replaced by the value last written
+    origins: dict[str, str] = field(default_factory=dict)  # inlined node -> "<function>::<node>"
+    sources: dict[str, tuple[str, int]] = field(default_factory=dict)  # node -> Python (file, line), if known
+
+    @property
+    def refused(self) -> list[RefusedMerge]:
+        return self.clustering.refused
+
+    @property
+    def excluded(self) -> dict[str, str]:
+        """Every node in no cluster -> why, in GraphDef order."""
+        return self.clustering.excluded
+
+    def cluster_of(self, node: str) -> str | None:
+        return self.clustering.cluster_of.get(node)
+
+    def node_sources(self, sources: Mapping[str, tuple[str, int]]) -> dict[str, tuple[str, int]]:
+        """``sources`` (as ``python_sources`` of the traced graph gives them) keyed by this graph's nodes:
+        an inlined node is found under its ``"<function>::<node>"`` origin."""
+        out = {}
+        for node in self.graph_def.node:
+            key = self.origins.get(node.name, node.name)
+            if key in sources:
+                out[node.name] = sources[key]
+        return out
+
+    def unsupported(self) -> dict[str, str]:
+        """Nodes that cannot be compiled (what must-compile reports), leaving out the nodes that stay in
+        TensorFlow by design (graph inputs, variable handles, reads and writes, control-only nodes) and
+        compilable nodes whose cluster was too small."""
+        ops = {n.name: n.op for n in self.graph_def.node}
+        return {n: r for n, r in self.excluded.items()
+                if ops[n] not in STRUCTURAL_OPS and not r.startswith("cluster too small")}
+
+
+def resource_shapes_of(concrete_function) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Resource placeholder name -> (dtype enum, dims) of the variable a ConcreteFunction captured."""
+    from tensorflow.python.ops import handle_data_util
+
+    out = {}
+    for _, placeholder in concrete_function.graph.captures:
+        if placeholder.dtype.name != "resource":
+            continue
+        data = handle_data_util.get_resource_handle_data(placeholder)
+        if data.is_set and len(data.shape_and_type) == 1:
+            st = data.shape_and_type[0]
+            if not st.shape.unknown_rank:
+                out[placeholder.op.name] = (st.dtype, tuple(d.size for d in st.shape.dim))
+    return out
+
+
+def analyze(graph_def, fetches: Sequence[str], options: ClusterOptions = ClusterOptions(), *,
+            resource_shapes: Mapping[str, tuple[int, Sequence[int]]] | None = None,
+            forward: bool = True) -> ClusteringResult:
+    """Inline calls, forward variable values (``forward``), mark compilable nodes, cluster them and
+    extract each cluster.
+
+    ``fetches``: the tensors (``node:i``) and target nodes (``^node``) the caller needs;
+    ``resource_shapes``: resource placeholder -> (dtype, dims) of its variable (see ``resource_shapes_of``).
+    """
+    inlined = inline_calls(graph_def, fetches)
+    graph, forwarded = inlined.graph_def, []
+    if forward:
+        result = forward_variables(graph)
+        graph, forwarded = result.graph_def, result.forwarded
+    marking = mark_compilable(graph, resource_shapes=resource_shapes)
+    clustering = cluster_nodes(marking, options)
+    clusters = extract_clusters(marking, clustering, fetches)
+    return ClusteringResult(graph_def, graph, list(fetches), options, marking, clustering, clusters,
+                            inlined.inlined, inlined.skipped, forwarded, inlined.origins)
+
+
+def analyze_function(concrete_function, options: ClusterOptions = ClusterOptions()) -> ClusteringResult:
+    """``analyze`` a traced ``tf.function``: its outputs and control outputs are the fetches."""
+    from hlo.lowering.tf_function import python_sources
+
+    graph = concrete_function.graph
+    fetches = [t.name for t in graph.outputs] + [f"^{op.name}" for op in graph.control_outputs]
+    result = analyze(graph.as_graph_def(), fetches, options, resource_shapes=resource_shapes_of(concrete_function))
+    result.sources = result.node_sources(python_sources(graph))
+    return result
+
+
+def default_launch(spec: ClusterSpec) -> LaunchSpec:
+    return LaunchSpec(standard_attrs(spec), kernel_path="")
+
+
+def rewrite(result: ClusteringResult, launch: Callable[[ClusterSpec], LaunchSpec] = default_launch, *,
+            keep_fetch_names: bool = True) -> RewriteResult:
+    """Replace each cluster of ``result`` by one launch node (see ``graph_passes.rewrite``)."""
+    return rewrite_clusters(result.graph_def, result.clusters, launch, fetches=result.fetches,
+                            keep_fetch_names=keep_fetch_names)
+
+
+def summary_json(result: ClusteringResult) -> dict:
+    total = len(result.graph_def.node)
+    clustered = sum(len(c.node_names) for c in result.clusters)
+    ops = {n.name: n.op for n in result.graph_def.node}
+    return {
+        "clusters": [{"name": c.name, "nodes": len(c.node_names), "size": s.size, "device": c.device,
+                      "inputs": len(c.inputs), "outputs": len(c.outputs), "op_types": dict(c.op_types)}
+                     for c, s in zip(result.clusters, result.clustering.clusters)],
+        "nodes_total": total,
+        "nodes_clustered": clustered,
+        "percent_clustered": round(100.0 * clustered / total, 1) if total else 0.0,
+        "excluded": [{"node": n, "op": ops[n], "reason": r,
+                      **({"source": "%s:%d" % result.sources[n]} if n in result.sources else {})}
+                     for n, r in result.excluded.items()],
+        "refused_merges": [{"producer": r.producer, "consumer": r.consumer, "reason": r.reason}
+                           for r in result.refused],
+        "merges": result.clustering.merges,
+        "inlined_calls": result.inlined,
+        "options": {"min_cluster_size": result.options.min_cluster_size,
+                    "max_cluster_size": result.options.max_cluster_size, "fuel": result.options.fuel,
+                    "must_compile": result.options.must_compile},
+    }
+
+
+def summary(result: ClusteringResult) -> str:
+    data = summary_json(result)
+    lines = [f"Clustering summary: {len(data['clusters'])} cluster(s) built, {data['nodes_clustered']} of "
+             f"{data['nodes_total']} nodes clustered ({data['percent_clustered']:.1f}%)"]
+    for c in data["clusters"]:
+        device = f", device {c['device']}" if c["device"] else ""
+        lines.append(f"  {c['name']}: {c['nodes']} nodes ({c['size']} counted ops), {c['inputs']} inputs, "
+                     f"{c['outputs']} outputs{device}")
+        for op, count in sorted(c["op_types"].items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"    {op}: {count}")
+    if data["excluded"]:
+        lines.append(f"Nodes left in TensorFlow ({len(data['excluded'])}):")
+        width = max(len(e["op"]) for e in data["excluded"])
+        lines.extend(f"  {e['op']:<{width}}  {e['node']}: {e['reason']}"
+                     + (f" ({os.path.basename(e['source'])})" if "source" in e else "") for e in data["excluded"])
+    refused = data["refused_merges"]
+    if refused:
+        lines.append(f"Refused merges ({len(refused)}):")
+        lines.extend(f"  {r['producer']} -> {r['consumer']}: {r['reason']}" for r in refused[:MAX_REFUSED_LINES])
+        if len(refused) > MAX_REFUSED_LINES:
+            lines.append(f"  ... and {len(refused) - MAX_REFUSED_LINES} more (summary_json lists them all)")
+    return "\n".join(lines)
+
+
+__all__ = ["STRUCTURAL_OPS", "ClusteringResult", "analyze", "analyze_function", "default_launch", "resource_shapes_of", "rewrite",
+           "summary", "summary_json"]

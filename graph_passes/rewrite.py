@@ -1,0 +1,235 @@
+"""Rewrite a GraphDef: each cluster becomes ONE launch node (op ``TfxlaLaunch``); the rest stays as it was.
+
+For each ``ClusterSpec`` (from ``extract``), in order:
+
+- a launch node named after the cluster (``cluster_0``; ``cluster_0_1``... if the name is taken) with
+  inputs ``[kernel path] + cluster inputs`` in the spec's order. The kernel path is a new scalar string
+  ``Const`` (``<launch>/kernel_path``) or a tensor the caller names; op type and attrs come from the
+  caller's ``launch`` callback (``standard_attrs`` builds the usual ones);
+- every consumer of a cluster output ``t = outputs[k]`` reads ``<launch>:k``; a control edge into the
+  cluster becomes one into the launch node, a control edge out of it one out of the launch node;
+- a fetched clustered node keeps its name: ``IdentityN`` of its outputs (a ``NoOp`` for a target), so the
+  caller's fetches stay valid;
+- the clustered nodes are removed (a cluster nothing reads, fetches or waits for gets no launch
+  node), and so is every node that was live before (needed by a fetch or a
+  stateful op) and is dead now; stateful ops, fetches and what they need (control edges included) stay;
+- every other NodeDef is left byte-for-byte as it was (only inputs that named clustered nodes change,
+  and ``_class`` colocation entries naming removed nodes are dropped); the library keeps the functions
+  the remaining nodes call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Sequence
+
+from graph_passes._graph import GraphIndex, canonical, split_input
+from graph_passes.inline import referenced_functions
+
+LAUNCH_OP = "TfxlaLaunch"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What the caller decides about one launch node."""
+
+    attrs: Mapping[str, object] = field(default_factory=dict)  # name -> AttrValue
+    kernel_path: str | None = None  # the value of a new string Const ...
+    kernel_tensor: str | None = None  # ... or an existing string tensor (a placeholder fed from an Asset)
+    op: str = LAUNCH_OP
+
+
+@dataclass
+class RewriteResult:
+    graph_def: object
+    launch_nodes: dict[str, str]  # cluster name -> launch node name
+    tensor_map: dict[str, str]  # original cluster output tensor -> "<launch>:k"
+    removed: list[str]  # clustered nodes and nodes that became dead, GraphDef order
+
+
+def standard_attrs(spec, **extra) -> dict[str, object]:
+    """``Tin``, ``Tout``, ``output_shapes`` and ``cluster`` for ``spec``, plus ``extra`` (str, int, bytes)."""
+    import tensorflow as tf
+
+    attrs = {k: tf.compat.v1.AttrValue() for k in ("Tin", "Tout", "output_shapes", "cluster")}
+    attrs["Tin"].list.type.extend(p.dtype for p in spec.inputs)
+    attrs["Tout"].list.type.extend(p.dtype for p in spec.outputs)
+    attrs["output_shapes"].list.shape.extend(tf.TensorShape(list(p.shape)).as_proto() for p in spec.outputs)
+    attrs["cluster"].s = spec.name.encode()
+    for key, value in extra.items():
+        attr = tf.compat.v1.AttrValue()
+        if isinstance(value, bool):
+            attr.b = value
+        elif isinstance(value, int):
+            attr.i = value
+        elif isinstance(value, bytes):
+            attr.s = value
+        else:
+            attr.s = str(value).encode()
+        attrs[key] = attr
+    return attrs
+
+
+def _stateful(op: str) -> bool:
+    from tensorflow.python.framework import op_def_registry
+
+    op_def = op_def_registry.get(op)
+    return op_def is None or op_def.is_stateful  # an op TF does not know (our launch op) counts as stateful
+
+
+def _live(nodes: Sequence, roots: Iterable[str]) -> set[str]:
+    by_name = {n.name: n for n in nodes}
+    live: set[str] = set()
+    work = [r for r in roots if r in by_name]
+    while work:
+        name = work.pop()
+        if name in live:
+            continue
+        live.add(name)
+        work.extend(split_input(i)[0] for i in by_name[name].input)
+    return live
+
+
+def _roots(nodes: Sequence, fetched: set[str]) -> set[str]:
+    return fetched | {n.name for n in nodes if _stateful(n.op)}
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    out, k = name, 0
+    while out in taken:
+        k += 1
+        out = f"{name}_{k}"
+    taken.add(out)
+    return out
+
+
+def _drop_colocation(node, removed: set[str]) -> None:
+    if "_class" not in node.attr:
+        return
+    entries = list(node.attr["_class"].list.s)
+    kept = [e for e in entries if not (e.startswith(b"loc:@") and e[5:].decode() in removed)]
+    if len(kept) == len(entries):
+        return
+    if kept:
+        del node.attr["_class"].list.s[:]
+        node.attr["_class"].list.s.extend(kept)
+    else:
+        del node.attr["_class"]
+
+
+def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], LaunchSpec], *,
+                     fetches: Sequence[str] = (), keep_fetch_names: bool = True) -> RewriteResult:
+    """Replace each cluster of ``graph_def`` (``ClusterSpec`` objects from ``extract``) by one launch node."""
+    import tensorflow as tf
+
+    index = GraphIndex(graph_def.node)
+    taken = set(index.by_name)
+    launch_of: dict[str, str] = {}  # clustered node -> launch node
+    launch_nodes: dict[str, str] = {}
+    tensor_map: dict[str, str] = {}
+    dtypes: dict[str, int] = {}
+    fetched = {split_input(f)[0] for f in fetches}
+    for spec in clusters:
+        if not spec.outputs and not spec.control_outputs and not fetched & set(spec.node_names):
+            continue  # nothing observes this cluster: its nodes go, no launch node replaces them
+        name = _unique(spec.name, taken)
+        launch_nodes[spec.name] = name
+        launch_of.update((n, name) for n in spec.node_names)
+        tensor_map.update((p.tensor, f"{name}:{k}") for k, p in enumerate(spec.outputs))
+        dtypes.update((p.tensor, p.dtype) for p in spec.outputs)
+
+    def data_input(t: str) -> str:
+        t = canonical(t)
+        if split_input(t)[0] not in launch_of:
+            return t
+        if t not in tensor_map:
+            raise ValueError(f"tensor '{t}' is read outside its cluster but is not one of the cluster's outputs")
+        return tensor_map[t]
+
+    def control_input(node: str) -> str:
+        return "^" + launch_of.get(node, node)
+
+    unobserved = {n for spec in clusters if spec.name not in launch_nodes for n in spec.node_names}
+    new_nodes: dict[str, list] = {}  # GraphDef position of the replaced node -> nodes placed there
+    for spec in clusters:
+        if spec.name not in launch_nodes:
+            continue
+        name = launch_nodes[spec.name]
+        decided = launch(spec)
+        first = index.position[spec.node_names[0]]
+        placed = new_nodes.setdefault(first, [])
+        node = tf.compat.v1.NodeDef(name=name, op=decided.op, device=spec.device)
+        if decided.kernel_tensor is not None:
+            node.input.append(decided.kernel_tensor)
+        else:
+            const = tf.compat.v1.NodeDef(name=_unique(f"{name}/kernel_path", taken), op="Const", device=spec.device)
+            const.attr["dtype"].type = tf.string.as_datatype_enum
+            const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto((decided.kernel_path or "").encode()))
+            placed.append(const)
+            node.input.append(f"{const.name}:0")
+        node.input.extend(data_input(p.tensor) for p in spec.inputs)
+        controls = dict.fromkeys(control_input(c) for c in spec.control_inputs)
+        controls.pop("^" + name, None)
+        node.input.extend(controls)
+        for key, value in decided.attrs.items():
+            node.attr[key].CopyFrom(value)
+        placed.append(node)
+
+    nodes = []
+    for i, original in enumerate(graph_def.node):
+        nodes.extend(new_nodes.get(i, ()))
+        if original.name in unobserved:
+            continue
+        if original.name in launch_of:
+            if keep_fetch_names and original.name in fetched:
+                nodes.append(_name_keeper(original, fetches, data_input, launch_of[original.name], dtypes))
+            continue
+        refs = [split_input(t)[0] for t in original.input]
+        if not any(r in launch_of for r in refs):
+            nodes.append(original)
+            continue
+        node = type(original)()
+        node.CopyFrom(original)
+        data = [data_input(t) if split_input(t)[0] in launch_of else t for t in original.input
+                if not t.startswith("^")]
+        controls = dict.fromkeys(control_input(split_input(t)[0]) for t in original.input if t.startswith("^"))
+        del node.input[:]
+        node.input.extend(data + list(controls))
+        nodes.append(node)
+
+    before = _live(graph_def.node, _roots(graph_def.node, fetched))
+    after = _live(nodes, _roots(nodes, fetched) | set(launch_nodes.values()))
+    dead = {n.name for n in nodes if n.name in before and n.name not in after and n.name in index.by_name}
+    removed_set = (set(launch_of) - fetched) | dead | unobserved
+    out = type(graph_def)()
+    out.versions.CopyFrom(graph_def.versions)
+    for node in nodes:
+        if node.name not in dead:
+            copy = out.node.add()
+            copy.CopyFrom(node)
+            _drop_colocation(copy, removed_set)
+    GraphIndex(out.node)  # every input must name a node that exists
+    library = {f.signature.name: f for f in graph_def.library.function}
+    keep = referenced_functions(out.node, library)  # bodies only clustered nodes called go with them
+    out.library.function.extend(f for f in graph_def.library.function if f.signature.name in keep)
+    out.library.gradient.extend(g for g in graph_def.library.gradient if g.function_name in keep)
+    removed = [n.name for n in graph_def.node if n.name in removed_set]
+    return RewriteResult(out, launch_nodes, tensor_map, removed)
+
+
+def _name_keeper(original, fetches: Sequence[str], data_input, launch: str, dtypes: Mapping[str, int]):
+    """The node that keeps a fetched clustered node's name: IdentityN of its outputs, or a NoOp."""
+    import tensorflow as tf
+
+    wanted = [split_input(f) for f in fetches if split_input(f)[0] == original.name]
+    top = max((idx for _, idx, control in wanted if not control), default=-1)
+    if top < 0:
+        return tf.compat.v1.NodeDef(name=original.name, op="NoOp", input=[f"^{launch}"], device=original.device)
+    outputs = [f"{original.name}:{k}" for k in range(top + 1)]
+    node = tf.compat.v1.NodeDef(name=original.name, op="IdentityN", device=original.device,
+                                input=[data_input(t) for t in outputs])
+    node.attr["T"].list.type.extend(dtypes[t] for t in outputs)
+    return node
+
+
+__all__ = ["LAUNCH_OP", "LaunchSpec", "RewriteResult", "rewrite_clusters", "standard_attrs"]

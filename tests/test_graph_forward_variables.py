@@ -1,0 +1,105 @@
+"""graph_passes.forward_variables: reads after writes get the written value; results stay TF's."""
+
+import numpy as np
+import tensorflow as tf
+
+from graph_passes.cluster import ClusterOptions
+from graph_passes.forward_variables import forward_variables
+from graph_passes.pipeline import analyze_function, rewrite
+from tests.graph_passes_util import FakeLaunch
+
+SPEC = tf.TensorSpec([3], tf.float32)
+
+
+def make_step():
+    w = tf.Variable([1.0, -2.0, 0.5], name="w")
+    m = tf.Variable(tf.zeros([3]), name="m")
+    count = tf.Variable(0.0, name="count")
+
+    @tf.function
+    def step(x):
+        g = tf.tanh(w * x) - x
+        m.assign_add((g - m) * 0.1)  # read-modify-write, then read back below
+        w.assign_sub(m * 0.5)
+        count.assign(count + 1.0)
+        return tf.reduce_sum(w * m) + count
+    return step, (w, m, count)
+
+
+def imported(graph_def, cf, variables):
+    """The GraphDef as a tf.function bound to the live variables (DESIGN.md section 5)."""
+    handles = {ph.name: eager for eager, ph in cf.graph.captures}
+    by_handle = {id(v.handle): v for v in variables}
+
+    @tf.function
+    def run(x):
+        graph = tf.compat.v1.get_default_graph()
+        input_map = {"x:0": x}
+        input_map.update({name: graph.capture(by_handle[id(eager)].handle) for name, eager in handles.items()})
+        return tf.graph_util.import_graph_def(graph_def, input_map=input_map,
+                                              return_elements=[t.name for t in cf.graph.outputs])
+    return run
+
+
+def test_reads_after_writes_become_the_written_values():
+    step, _ = make_step()
+    cf = step.get_concrete_function(SPEC)
+    result = forward_variables(cf.graph.as_graph_def())
+    nodes = {n.name: n for n in result.graph_def.node}
+    assert result.forwarded and not result.skipped
+    for name in result.forwarded:
+        assert nodes[name].op == "Identity" and not any(i.startswith("^") for i in nodes[name].input)
+    # the new values of m (read back by w's update) and of w (read back by the result)
+    assert sorted(n.op for n in nodes.values() if n.name.endswith("/tfxla_value")) == ["AddV2", "Sub"]
+    assert all(n.op != "AssignVariableOp" or "^" not in n.input[1] for n in nodes.values())
+
+
+def test_forwarded_graph_updates_variables_like_tf():
+    step, variables = make_step()
+    cf = step.get_concrete_function(SPEC)
+    x = tf.constant([0.3, -0.7, 1.5])
+    start = [v.numpy() for v in variables]
+    want = [step(x).numpy() for _ in range(3)]
+    want_vars = [v.numpy() for v in variables]
+    result = analyze_function(cf, ClusterOptions(must_compile=True))
+    assert len(result.clusters) == 1 and not result.unsupported()
+    fake = FakeLaunch()
+    graph_def = fake.install(rewrite(result, fake).graph_def)
+    run = imported(graph_def, cf, variables)
+    for v, value in zip(variables, start):
+        v.assign(value)
+    got = [run(x)[0].numpy() for _ in range(3)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    for v, value in zip(variables, want_vars):
+        np.testing.assert_allclose(v.numpy(), value, rtol=1e-6)
+
+
+def test_unordered_ops_and_direct_handle_uses_are_left_alone():
+    graph = tf.Graph()
+    with graph.as_default():
+        h = tf.compat.v1.placeholder(tf.resource, [], name="h")
+        tf.raw_ops.AssignVariableOp(resource=h, value=tf.constant([3.0, 4.0]), name="write")
+        tf.raw_ops.ReadVariableOp(resource=h, dtype=tf.float32, name="read")  # no edge orders it and the write
+        g = tf.compat.v1.placeholder(tf.resource, [], name="g")
+        tf.raw_ops.AssignAddVariableOp(resource=g, value=tf.constant([1.0, 1.0, 1.0]), name="bump")
+        tf.raw_ops.ResourceGather(resource=g, indices=[0, 2], dtype=tf.float32, name="gathered")
+        k = tf.compat.v1.placeholder(tf.resource, [], name="k")
+        alias = tf.identity(k, name="alias")  # an alias of k: neither may be forwarded
+        tf.raw_ops.AssignVariableOp(resource=alias, value=tf.constant(1.0), name="set")
+        with tf.control_dependencies([graph.get_operation_by_name("set")]):
+            tf.raw_ops.ReadVariableOp(resource=alias, dtype=tf.float32, name="get")
+    result = forward_variables(graph.as_graph_def())
+    assert not result.forwarded
+    assert result.skipped == {"h:0": "'write' and 'read' are not ordered by the graph",
+                              "g:0": "ResourceGather 'gathered' uses the handle directly",
+                              "k:0": "Identity 'alias' uses the handle directly",
+                              "alias:0": "the handle comes from Identity 'alias', not a variable"}
+
+
+def test_forwarding_twice_changes_nothing():
+    step, _ = make_step()
+    once = forward_variables(step.get_concrete_function(SPEC).graph.as_graph_def())
+    twice = forward_variables(once.graph_def)
+    assert not twice.forwarded
+    assert twice.graph_def.SerializeToString(deterministic=True) == \
+        once.graph_def.SerializeToString(deterministic=True)
