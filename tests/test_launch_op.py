@@ -125,7 +125,7 @@ def kernels(tmp_path_factory):
     for name, text in MODULES.items():
         module = hlo.parse_module(text)
         exe = compile_module(module, CompileOptions(cache_dir=str(cache)))
-        path = str(exe.kernel.path)
+        path = str(exe.path)
         out[name] = (module, exe, path, hashlib.sha256(Path(path).read_bytes()).hexdigest())
     return out
 

@@ -20,10 +20,28 @@ def _register_launch_op() -> None:
 
     try:
         _op.load_op_library()
+        from tfxla_plugin import gradient  # noqa: F401  (registers the TfxlaLaunch gradient)
     except Exception as e:  # noqa: BLE001  (import must not fail; using the op re-raises the error)
         warnings.warn(f"tfxla_plugin: the TfxlaLaunch op is not available: {e}", RuntimeWarning, stacklevel=3)
 
 
 _register_launch_op()
 
-__all__ = ["__version__"]
+_LAZY = {
+    "function": ("tfxla_plugin.api", "function"),
+    "CompiledFunction": ("tfxla_plugin.api", "CompiledFunction"),
+    "UnsupportedGraphError": ("tfxla_plugin.errors", "UnsupportedGraphError"),
+    "Flags": ("tfxla_plugin.flags", "Flags"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'tfxla_plugin' has no attribute {name!r}")
+
+
+__all__ = ["__version__", "function", "CompiledFunction", "UnsupportedGraphError", "Flags"]

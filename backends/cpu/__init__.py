@@ -26,11 +26,21 @@ class CompileOptions:
 
 
 class Executable:
-    def __init__(self, module: HloModule, generated: GeneratedKernel, kernel: Kernel, cache_hit: bool):
+    """A compiled module. The shared object is loaded into this process on first call only, so code
+    that hands the kernel to the TfxlaLaunch op never maps it twice."""
+
+    def __init__(self, module: HloModule, generated: GeneratedKernel, path, cache_hit: bool):
         self.module = module
         self.generated = generated
-        self.kernel = kernel
+        self.path = path
         self.cache_hit = cache_hit
+        self._kernel: Kernel | None = None
+
+    @property
+    def kernel(self) -> Kernel:
+        if self._kernel is None:
+            self._kernel = Kernel(self.path)
+        return self._kernel
 
     @property
     def source(self) -> str:
@@ -57,7 +67,7 @@ def compile(module: HloModule, options: CompileOptions | None = None) -> Executa
     generated = generate(module, options.codegen)
     compiler = compiler_options_for(generated, options.compiler)
     compiled = compile_shared_object(generated.source, compiler, options.cache_dir, name=module.name)
-    return Executable(module, generated, Kernel(compiled.path), compiled.cache_hit)
+    return Executable(module, generated, compiled.path, compiled.cache_hit)
 
 
 __all__ = ["compile", "Executable", "CompileOptions", "CodegenOptions", "CompilerOptions", "CompileError",

@@ -493,6 +493,7 @@ REGISTER_OP("TfxlaLaunch")
     .Attr("cluster: string")
     .Attr("kernel_hash: string")
     .Attr("cluster_graph: string = ''")
+    .Attr("cluster_io: string = ''")
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) -> absl::Status {
       std::vector<PartialTensorShape> shapes;
       TF_RETURN_IF_ERROR(c->GetAttr("output_shapes", &shapes));

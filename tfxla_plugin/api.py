@@ -1,0 +1,147 @@
+"""``tfxla_plugin.function``: the drop-in for ``tf.function(jit_compile=True)``.
+
+    @tfxla_plugin.function(jit_compile=True)
+    def f(x, w): ...
+
+Per input signature (dtypes, static shapes and Python values of the arguments) the function is
+traced once with ``tf.function``, clustered, compiled (the kernel cache persists across
+processes) and rewritten; later calls with the same signature reuse it. ``jit_compile=True`` is
+must-compile (an error lists every node that cannot be compiled); ``"auto"`` clusters what it can
+and leaves the rest in TensorFlow; ``False`` is plain ``tf.function``.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+
+import numpy as np
+import tensorflow as tf
+
+from tfxla_plugin.compiled_graph import CompiledGraph
+from tfxla_plugin.flags import Flags
+
+
+def function(fn=None, *, jit_compile=True, backend: str = "cpu", input_signature=None,
+             reduce_retracing: bool = False, autograph: bool = True):
+    """Compile ``fn`` with tfxla-plugin; usable as ``@function`` or ``@function(...)``."""
+    if jit_compile not in (True, False, "auto"):
+        raise ValueError(f"jit_compile must be True, False or \"auto\", got {jit_compile!r}")
+    if backend not in ("cpu", "cuda"):
+        raise ValueError(f"backend must be \"cpu\" or \"cuda\", got {backend!r}")
+    if backend == "cuda":
+        raise NotImplementedError("backend=\"cuda\" is not available yet in this build (CPU only)")
+
+    def wrap(f):
+        return CompiledFunction(f, jit_compile=jit_compile, input_signature=input_signature,
+                                reduce_retracing=reduce_retracing, autograph=autograph)
+    return wrap if fn is None else wrap(fn)
+
+
+_EagerTensor = type(tf.constant(0))
+
+
+def _is_tensor_like(x) -> bool:
+    return isinstance(x, (tf.Tensor, np.ndarray, np.generic, tf.Variable))
+
+
+class CompiledFunction:
+    def __init__(self, fn, *, jit_compile, input_signature=None, reduce_retracing=False, autograph=True,
+                 _instance=None):
+        self._python_function = fn
+        self._jit_compile = jit_compile
+        self._input_signature = input_signature
+        self._reduce_retracing = reduce_retracing
+        self._autograph = autograph
+        self._instance = _instance
+        target = fn if _instance is None else functools.partial(fn, _instance)
+        # Traced at concrete shapes (our kernels are specialised); the user's input_signature is
+        # checked separately so that `None` dims still accept any size.
+        self._tf_function = tf.function(target, autograph=autograph)
+        self._plain = tf.function(target, input_signature=input_signature, reduce_retracing=reduce_retracing,
+                                  autograph=autograph)
+        self._cache: dict[tuple, CompiledGraph] = {}
+        self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        functools.update_wrapper(self, fn)
+
+    # methods of tf.Module / Keras models: bind per instance
+    def __get__(self, instance, owner):
+        if instance is None:
+            return self
+        bound = self._bound.get(instance)
+        if bound is None:
+            bound = CompiledFunction(self._python_function, jit_compile=self._jit_compile,
+                                     input_signature=self._input_signature, reduce_retracing=self._reduce_retracing,
+                                     autograph=self._autograph, _instance=instance)
+            self._bound[instance] = bound
+        return bound
+
+    # --- signature handling --------------------------------------------------------------
+    def _key(self, args, kwargs):
+        flat = tf.nest.flatten((args, kwargs), expand_composites=True)
+        if not kwargs and all(type(a) is _EagerTensor for a in args):
+            return tuple((a.dtype, a._shape_tuple()) for a in args), flat
+        key = []
+        for x in flat:
+            if isinstance(x, tf.Variable):
+                key.append(("var", id(x)))
+            elif isinstance(x, (tf.Tensor, np.ndarray, np.generic)):
+                key.append((x.dtype.name if hasattr(x.dtype, "name") else str(x.dtype), tuple(np.shape(x))))
+            else:
+                try:
+                    hash(x)
+                    key.append((type(x).__name__, x))
+                except TypeError:
+                    key.append((type(x).__name__, id(x)))
+        return tuple(key), flat
+
+    def _check_signature(self, flat_tensors) -> None:
+        if self._input_signature is None:
+            return
+        specs = tf.nest.flatten(self._input_signature, expand_composites=True)
+        if len(specs) != len(flat_tensors):
+            raise TypeError(f"{self.__name__}: expected {len(specs)} tensor argument(s) matching input_signature, "
+                            f"got {len(flat_tensors)}")
+        for k, (spec, x) in enumerate(zip(specs, flat_tensors)):
+            t = tf.TensorSpec(np.shape(x), tf.as_dtype(x.dtype))
+            if not spec.is_compatible_with(t):
+                raise TypeError(f"{self.__name__}: argument {k} is {t}, not compatible with input_signature {spec}")
+
+    def _compiled(self, args, kwargs) -> tuple[CompiledGraph, list]:
+        if not kwargs and all(type(a) is _EagerTensor for a in args):  # the common case, kept cheap
+            compiled = self._cache.get(tuple((a.dtype, a._shape_tuple()) for a in args))
+            if compiled is not None:
+                return compiled, list(args)
+        key, flat = self._key(args, kwargs)
+        tensors = [x for x in flat if _is_tensor_like(x) and not isinstance(x, tf.Variable)]
+        compiled = self._cache.get(key)
+        if compiled is None:
+            self._check_signature(tensors)
+            cf = self._tf_function.get_concrete_function(*args, **kwargs)
+            compiled = CompiledGraph.build(cf, must_compile=self._jit_compile is True, flags=Flags.from_env())
+            self._cache[key] = compiled
+        return compiled, tensors
+
+    # --- the public surface ----------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if self._jit_compile is False:
+            return self._plain(*args, **kwargs)
+        compiled, tensors = self._compiled(args, kwargs)
+        outs = compiled.call_flat([t if type(t) is _EagerTensor else tf.convert_to_tensor(t) for t in tensors])
+        return compiled.pack_outputs(outs)
+
+    def get_concrete_function(self, *args, **kwargs):
+        return self._tf_function.get_concrete_function(*args, **kwargs)
+
+    def explain(self, *args, **kwargs) -> str:
+        """The clustering summary for these arguments (clusters, coverage, excluded nodes and why)."""
+        compiled, _ = self._compiled(args, kwargs)
+        return compiled.ir("clusters")
+
+    def experimental_get_compiler_ir(self, *args, **kwargs):
+        """Like ``tf.function``'s: returns ``ir(stage="hlo")``; stages hlo, optimized_hlo, clusters, c, graph."""
+        compiled, _ = self._compiled(args, kwargs)
+        return lambda stage="hlo": compiled.ir(stage)
+
+    def compiled_graph(self, *args, **kwargs) -> CompiledGraph:
+        return self._compiled(args, kwargs)[0]

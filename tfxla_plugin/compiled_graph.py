@@ -1,0 +1,200 @@
+"""Compiling one traced signature: cluster the graph, compile each cluster, rewrite and rebuild it.
+
+``CompiledGraph.build(concrete_function, ...)`` runs the graph passes, compiles every cluster to a
+kernel (``cluster_compiler``), replaces each cluster by one ``TfxlaLaunch`` node, and imports the
+rewritten GraphDef into a new ``tf.function`` bound to the same live variables (DESIGN.md §5).
+When the whole function is a single launch fed directly by its inputs (and variable reads), calls
+skip the graph and run the launch op eagerly: about one eager op per call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import tensorflow as tf
+from tensorflow.python.ops import resource_variable_ops
+
+from graph_passes.cluster import ClusterOptions
+from graph_passes.pipeline import analyze_function, rewrite, summary
+from graph_passes.rewrite import LaunchSpec, standard_attrs
+from tfxla_plugin import _op, gradient
+from tfxla_plugin.cluster_compiler import CompiledCluster, compile_cluster
+from tfxla_plugin.errors import UnsupportedGraphError
+from tfxla_plugin.flags import Flags
+
+log = logging.getLogger("tfxla_plugin")
+
+
+class CompiledGraph:
+    def __init__(self, cf, analysis, clusters: list[CompiledCluster], rewritten, flags: Flags):
+        self.concrete_function = cf
+        self.analysis = analysis
+        self.clusters = clusters
+        self.rewritten = rewritten  # graph_passes RewriteResult
+        self.flags = flags
+        self._rebuilt = None
+        self._fast = self._fast_path()
+
+    # --- building -------------------------------------------------------------------
+    @classmethod
+    def build(cls, cf, *, must_compile: bool, flags: Flags) -> "CompiledGraph":
+        options = ClusterOptions(min_cluster_size=1 if must_compile else flags.min_cluster_size,
+                                 max_cluster_size=flags.max_cluster_size or None,
+                                 fuel=None if flags.clustering_fuel < 0 else flags.clustering_fuel,
+                                 must_compile=must_compile)
+        analysis = analyze_function(cf, options)
+        if must_compile:
+            bad = analysis.unsupported()
+            if bad:
+                raise UnsupportedGraphError.from_nodes(cf, analysis, bad)
+        if flags.dump_to:
+            _dump_graph(flags, cf, analysis)
+        compiled = []
+        for spec in analysis.clusters:
+            compiled.append(compile_cluster(spec.name, spec.graph_def, spec.input_specs(), spec.output_tensors(),
+                                            flags, sources=getattr(analysis, "sources", None),
+                                            library=spec.graph_def.library))
+        by_name = {c.name: c for c in compiled}
+
+        def launch(spec) -> LaunchSpec:
+            c = by_name[spec.name]
+            gradient.remember(c.kernel_hash, spec)
+            attrs = standard_attrs(spec, kernel_hash=c.kernel_hash,
+                                   cluster_graph=spec.graph_def.SerializeToString(),
+                                   cluster_io=json.dumps({"inputs": [p.tensor for p in spec.inputs],
+                                                          "outputs": spec.output_tensors()}))
+            return LaunchSpec(attrs, kernel_path=c.kernel_path)
+
+        rewritten = rewrite(analysis, launch)
+        return cls(cf, analysis, compiled, rewritten, flags)
+
+    # --- calling ----------------------------------------------------------------------
+    def _fast_path(self):
+        """(cluster, [input source per launch arg]) if the rewritten graph is one launch on its inputs."""
+        if len(self.clusters) != 1:
+            return None
+        cf = self.concrete_function
+        graph = cf.graph
+        nodes = {n.name: n for n in self.rewritten.graph_def.node}
+        launch_name = self.rewritten.launch_nodes[self.clusters[0].name]
+        launch = nodes[launch_name]
+        data = [t.op.name for t in graph.inputs[:len(graph.inputs) - len(graph.captures)]]
+        captured = {internal.op.name: external for external, internal in graph.captures}
+        variables = {id(v.handle): v for v in cf.variables}
+        sources = []
+        for inp in list(launch.input)[1:]:
+            if inp.startswith("^"):
+                return None
+            node = nodes.get(inp.split(":")[0])
+            if node is None:
+                return None
+            if node.op == "Placeholder" and node.name in data:
+                sources.append(("arg", data.index(node.name)))
+            elif node.op == "ReadVariableOp":
+                handle = captured.get(node.input[0].split(":")[0])
+                var = variables.get(id(handle)) if handle is not None else None
+                if var is None:
+                    return None
+                sources.append(("var", var))
+            else:
+                return None
+        outputs = []
+        for t in graph.outputs:
+            src = self.rewritten.tensor_map.get(t.name)
+            node = nodes.get(t.op.name)
+            if src is None and node is not None and node.op == "Identity":  # tf.function's output Identity
+                src = self.rewritten.tensor_map.get(node.input[0]) or node.input[0]
+            if src is None or not src.startswith(launch_name + ":"):
+                return None
+            outputs.append(int(src.rsplit(":", 1)[1]))
+        if graph.control_outputs:
+            return None
+        c = self.clusters[0]
+        attrs = launch.attr
+        return {
+            "path": tf.constant(c.kernel_path),
+            "sources": sources,
+            "outputs": outputs,
+            "Tout": [tf.dtypes.as_dtype(t) for t in attrs["Tout"].list.type],
+            "output_shapes": [tf.TensorShape(s) for s in attrs["output_shapes"].list.shape],
+            "cluster": c.name,
+            "kernel_hash": c.kernel_hash,
+        }
+
+    def call_flat(self, flat_args: list):
+        """Run on the flat data inputs (in the concrete function's order); returns flat outputs."""
+        fast = self._fast
+        if fast is not None:
+            args = [flat_args[src] if kind == "arg" else src.read_value() for kind, src in fast["sources"]]
+            outs = _op.load_op_library().tfxla_launch(
+                kernel_path=fast["path"], args=args, Tout=fast["Tout"], output_shapes=fast["output_shapes"],
+                cluster=fast["cluster"], kernel_hash=fast["kernel_hash"])
+            return [outs[k] for k in fast["outputs"]]
+        if self._rebuilt is None:
+            self._rebuilt = self._rebuild()
+        return self._rebuilt(*flat_args)
+
+    def _rebuild(self):
+        cf = self.concrete_function
+        graph = cf.graph
+        n_data = len(graph.inputs) - len(graph.captures)
+        data = [t.name for t in graph.inputs[:n_data]]
+        specs = [tf.TensorSpec(t.shape, t.dtype) for t in graph.inputs[:n_data]]
+        captures = list(graph.captures)
+        variables = list(cf.variables)
+        fetch_names = [t.name for t in graph.outputs]
+        targets = [op.name for op in graph.control_outputs]
+        gd = self.rewritten.graph_def
+
+        def rebuilt(*flat):
+            fg = tf.compat.v1.get_default_graph()
+            input_map = dict(zip(data, flat))
+            for external, internal in captures:
+                input_map[internal.name] = fg.capture(external)
+            for v in variables:
+                resource_variable_ops.variable_accessed(v)
+            results = tf.graph_util.import_graph_def(gd, input_map=input_map,
+                                                     return_elements=fetch_names + targets, name="")
+            outs = results[:len(fetch_names)]
+            ops = results[len(fetch_names):]
+            if ops:
+                with tf.control_dependencies(ops):
+                    outs = [tf.identity(o) for o in outs]
+            return list(outs)
+
+        return tf.function(rebuilt, autograph=False).get_concrete_function(*specs)
+
+    def pack_outputs(self, outs):
+        structure = self.concrete_function.structured_outputs
+        if isinstance(structure, tf.Tensor):
+            return outs[0]
+        return tf.nest.pack_sequence_as(structure, list(outs), expand_composites=True)
+
+    # --- introspection ---------------------------------------------------------------
+    def ir(self, stage: str) -> str:
+        stages = {
+            "hlo": lambda: "\n".join(c.hlo.to_text() for c in self.clusters),
+            "optimized_hlo": lambda: "\n".join(c.optimized.to_text() for c in self.clusters),
+            "c": lambda: "\n".join(c.c_source for c in self.clusters),
+            "clusters": lambda: summary(self.analysis),
+            "graph": lambda: str(self.rewritten.graph_def),
+        }
+        if stage not in stages:
+            raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(stages)}")
+        return stages[stage]()
+
+
+def _dump_graph(flags: Flags, cf, analysis) -> None:
+    from pathlib import Path
+
+    path = Path(flags.dump_to)
+    path.mkdir(parents=True, exist_ok=True)
+    name = cf.name.decode() if isinstance(cf.name, bytes) else str(cf.name)
+    gd = tf.compat.v1.GraphDef()
+    gd.CopyFrom(analysis.graph_def)
+    for node in gd.node:
+        cluster = analysis.cluster_of(node.name)
+        if cluster:
+            node.attr["_XlaCluster"].s = cluster.encode()
+    (path / f"{name}.clustered_graph.pbtxt").write_text(str(gd))
