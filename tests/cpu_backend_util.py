@@ -107,7 +107,7 @@ def compile_many(modules: dict[str, HloModule | str] | Iterable[tuple[str, HloMo
         for key, (generated, future) in jobs.items():
             try:
                 compiled = future.result()
-                out[key].exe = Executable(out[key].module, generated, Kernel(compiled.path), compiled.cache_hit)
+                out[key].exe = Executable(out[key].module, generated, compiled.path, compiled.cache_hit)
             except Exception as e:  # noqa: BLE001
                 out[key].error = e
     return out

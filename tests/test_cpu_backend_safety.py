@@ -421,5 +421,6 @@ def test_corrupt_cached_object_is_a_kernel_error(tmp_path, keep) -> None:
     size = so.stat().st_size
     with open(so, "r+b") as f:
         f.truncate(size // 2 if keep == "half" else keep)
+    exe = compile_text(mod, tmp_path)  # a cache hit: the damaged file is loaded on first use
     with pytest.raises(KernelError, match=f"cannot load kernel {so}"):
-        compile_text(mod, tmp_path)
+        exe.kernel

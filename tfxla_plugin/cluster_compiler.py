@@ -78,6 +78,7 @@ def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list
     if prefix is not None:
         (prefix.parent / f"{prefix.name}.after_optimizations.txt").write_text(optimized.to_text())
         (prefix.parent / f"{prefix.name}.c").write_text(exe.source)
+        (prefix.parent / f"{prefix.name}.buffer-assignment.txt").write_text(exe.generated.buffer_assignment)
     path = str(exe.path)
     seconds = time.perf_counter() - start
     n_ops = sum(1 for _ in module.instructions())

@@ -21,6 +21,7 @@ from typing import Callable, Union
 
 from backends.codegen.buffer import IndentedBuffer
 from backends.cpu import ctypes_c as C
+from backends.cpu.buffer_assignment import Arena, can_write_in_place, last_uses
 from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, Names, linear_index
 from backends.cpu.prelude import PRELUDE
 from hlo.dtypes import PrimitiveType
@@ -83,6 +84,7 @@ class GeneratedKernel:
     scratch_bytes: int
     buffer_offsets: dict[str, int] = field(default_factory=dict)
     libraries: tuple[str, ...] = ()  # extra -l flags the source needs (e.g. oneDNN)
+    buffer_assignment: str = ""  # the per-computation arena report (XLA's buffer-assignment dump)
     include_dirs: tuple[str, ...] = ()
     library_dirs: tuple[str, ...] = ()
 
@@ -97,8 +99,22 @@ class ComputationEmitter:
         self.buf = IndentedBuffer()
         self.decls = IndentedBuffer()  # buffer pointers, hoisted to the top of the function
         self.values: dict[str, Value] = {}
-        self.scratch_bytes = 0
-        self.offsets: dict[str, int] = {}
+        self.arena = Arena()
+        self.last_use = last_uses(comp)
+        self._dying: dict[int, list[str]] = {}
+        for owner, step in self.last_use.items():
+            self._dying.setdefault(step, []).append(owner)
+        self.step = 0  # schedule index of the instruction being emitted
+        self._owned: dict[str, list[str]] = {}  # instruction -> arena labels of its buffers
+        self._temps: list[str] = []  # arena labels to free after the current instruction
+
+    @property
+    def scratch_bytes(self) -> int:
+        return self.arena.size
+
+    @property
+    def offsets(self) -> dict[str, int]:
+        return {a.label: a.offset for a in self.arena.allocations}
 
     @property
     def names(self) -> Names:
@@ -113,10 +129,11 @@ class ComputationEmitter:
         self.decls.line(f"{ctype}* const {name} = ({ctype}*)({expr});")
         return Buf(name, shape)
 
-    def alloc(self, shape: Shape, label: str) -> Buf:
-        offset = self.scratch_bytes
-        self.offsets[label] = offset
-        self.scratch_bytes += -(-max(shape.byte_size, 1) // ALIGNMENT) * ALIGNMENT
+    def alloc(self, shape: Shape, label: str, temp: bool = True) -> Buf:
+        """A scratch buffer; ``temp`` ones are freed after the current instruction, values when they die."""
+        offset = self.arena.allocate(label, shape.byte_size, self.step)
+        if temp:
+            self._temps.append(label)
         return self.declare(shape, f"scratch + {offset}")
 
     def alloc_value(self, shape: ShapeLike, label: str) -> Value:
@@ -124,13 +141,34 @@ class ComputationEmitter:
             return ()  # a token has no data: it is an empty value
         if isinstance(shape, TupleShape):
             return tuple(self.alloc_value(s, f"{label}#{k}") for k, s in enumerate(shape.elements))
-        return self.alloc(check_array(shape, f"%{label}"), label)
+        return self.alloc(check_array(shape, f"%{label}"), label, temp=False)
 
     def alloc_bytes(self, nbytes: int, label: str) -> str:
-        offset = self.scratch_bytes
-        self.offsets[label] = offset
-        self.scratch_bytes += -(-max(nbytes, 1) // ALIGNMENT) * ALIGNMENT
+        offset = self.arena.allocate(label, nbytes, self.step)
+        self._temps.append(label)
         return f"(scratch + {offset})"
+
+    def _target(self, inst: HloInstruction) -> Value:
+        """The buffers of ``inst``'s result: in place of a dying operand where legal, else fresh."""
+        if isinstance(inst.shape, Shape) and inst.shape.dtype.is_array_type:
+            for op in inst.operands:
+                if (op in self.arena.live and self.last_use.get(op) == self.step
+                        and can_write_in_place(self.gen.module, self.comp, inst, op)):
+                    offset = self.arena.share(inst.name, op, self.step)
+                    self._owned[inst.name] = [inst.name]
+                    return self.declare(inst.shape, f"scratch + {offset}")
+        before = set(self.arena.live)
+        value = self.alloc_value(inst.shape, inst.name)
+        self._owned[inst.name] = [k for k in self.arena.live if k not in before]
+        return value
+
+    def _release_dead(self) -> None:
+        for label in self._temps:
+            self.arena.release(label, self.step)
+        self._temps.clear()
+        for owner in self._dying.get(self.step, ()):
+            for label in self._owned.pop(owner, []):
+                self.arena.release(label, self.step)
 
     def reader(self, name: str) -> Callable:
         """A function from an index to the element of instruction ``name`` (arrays and tuples of arrays)."""
@@ -169,8 +207,10 @@ class ComputationEmitter:
             n = len(shape_leaves(p.shape))
             self.values[p.name] = _rebuild(p.shape, [f"p[{pos + k}]" for k in range(n)], self.declare)
             pos += n
-        for inst in comp.instructions:
+        for step, inst in enumerate(comp.instructions):
+            self.step = step
             self.emit_instruction(inst, direct.get(inst.name))
+            self._release_dead()
         # Results not written in place are copied.
         final = self.values.get(root.name)
         if final is None:
@@ -194,7 +234,7 @@ class ComputationEmitter:
                 raise CodegenUnsupported(f"%{inst.name}: get-tuple-element of a non-tuple")
             self.values[inst.name] = src[inst.attr("index")]
             return
-        target = out if out is not None else self.alloc_value(inst.shape, inst.name)
+        target = out if out is not None else self._target(inst)
         self.values[inst.name] = target
         self.buf.line(c_comment(f"%{inst.name} = {inst.shape} {op.text}"))
         kernel = TOP_LEVEL.get(op)
@@ -436,8 +476,11 @@ class ModuleCodegen:
         }
         offsets = {f"{name}/{label}": bases[self.functions[name].fname] + off
                    for name in self.order for label, off in self.functions[name].offsets.items()}
+        report = "\n\n".join(
+            self.functions[n].arena.report(f"%{n} ({self.functions[n].fname}, arena base {bases[self.functions[n].fname]})")
+            for n in self.order)
         return GeneratedKernel(self._assemble(signature, bases, entry_fn), signature, total, offsets,
-                               tuple(self.libraries), tuple(self.include_dirs), tuple(self.library_dirs))
+                               tuple(self.libraries), report, tuple(self.include_dirs), tuple(self.library_dirs))
 
     def _assemble(self, signature: dict, bases: dict[str, int], entry_fn: str) -> str:
         entry = self.module.entry

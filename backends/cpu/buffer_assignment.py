@@ -1,0 +1,145 @@
+"""Buffer assignment for one computation: liveness over its schedule and a scratch arena with reuse.
+
+The schedule is the computation's instruction order. A value's buffer is live
+from the instruction that defines it to the last instruction that reads it,
+directly or through an alias (``tuple``, ``get-tuple-element``, and the
+buffers of a while loop's state). ``Arena`` hands out 64-byte aligned,
+first-fit offsets and takes buffers back when they die, so the arena's size
+is the peak of live bytes (plus fragmentation), not their sum. An
+elementwise instruction may write in place into an operand's buffer when that
+operand dies there and has the same bytes (it is read only at the index being
+written). ``Arena.report()`` renders the assignment like XLA's
+``buffer-assignment`` dump.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo.opcodes import Opcode
+from hlo.shapes import Shape
+
+ALIGNMENT = 64
+_ALIAS_OPS = {Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT}
+
+
+def _aligned(n: int) -> int:
+    return -(-max(n, 1) // ALIGNMENT) * ALIGNMENT
+
+
+@dataclass
+class Allocation:
+    label: str
+    offset: int
+    size: int
+    start: int  # schedule index where it is defined
+    end: int | None = None  # schedule index of its last use (None: until the computation returns)
+    in_place_of: str | None = None
+
+
+@dataclass
+class Arena:
+    """First-fit allocator over a growing arena; records every allocation for the report."""
+
+    free: list[tuple[int, int]] = field(default_factory=list)  # (offset, size), sorted by offset
+    size: int = 0
+    allocations: list[Allocation] = field(default_factory=list)
+    live: dict[str, Allocation] = field(default_factory=dict)
+
+    def allocate(self, label: str, nbytes: int, step: int) -> int:
+        need = _aligned(nbytes)
+        for k, (off, size) in enumerate(self.free):
+            if size >= need:
+                if size == need:
+                    del self.free[k]
+                else:
+                    self.free[k] = (off + need, size - need)
+                return self._record(label, off, need, step)
+        # Grow: reuse a free block at the end of the arena if there is one.
+        if self.free and self.free[-1][0] + self.free[-1][1] == self.size:
+            off, size = self.free.pop()
+            self.size = off + need
+            return self._record(label, off, need, step)
+        off = self.size
+        self.size += need
+        return self._record(label, off, need, step)
+
+    def _record(self, label: str, offset: int, size: int, step: int) -> int:
+        alloc = Allocation(label, offset, size, step)
+        self.allocations.append(alloc)
+        self.live[label] = alloc
+        return offset
+
+    def share(self, label: str, owner: str, step: int) -> int:
+        """``label`` writes in place into ``owner``'s buffer (which dies at ``step``)."""
+        src = self.live.pop(owner)
+        src.end = step
+        alloc = Allocation(label, src.offset, src.size, step, in_place_of=owner)
+        self.allocations.append(alloc)
+        self.live[label] = alloc
+        return src.offset
+
+    def release(self, label: str, step: int) -> None:
+        alloc = self.live.pop(label, None)
+        if alloc is None:
+            return
+        alloc.end = step
+        self.free.append((alloc.offset, alloc.size))
+        self.free.sort()
+        merged: list[tuple[int, int]] = []
+        for off, size in self.free:  # coalesce neighbours
+            if merged and merged[-1][0] + merged[-1][1] == off:
+                merged[-1] = (merged[-1][0], merged[-1][1] + size)
+            else:
+                merged.append((off, size))
+        self.free = merged
+
+    def report(self, title: str) -> str:
+        lines = [f"computation {title}: scratch arena {self.size} bytes, {len(self.allocations)} buffers"]
+        for a in sorted(self.allocations, key=lambda a: (a.offset, a.start)):
+            end = "end" if a.end is None else str(a.end)
+            note = f", in place of {a.in_place_of}" if a.in_place_of else ""
+            lines.append(f" value: <{a.label}> (size={a.size},offset={a.offset}): live [{a.start}, {end}]{note}")
+        return "\n".join(lines)
+
+
+def last_uses(comp: HloComputation) -> dict[str, int]:
+    """Instruction -> schedule index of the last instruction reading it (through aliases too)."""
+    index = {inst.name: i for i, inst in enumerate(comp.instructions)}
+    sources: dict[str, set[str]] = {}  # value -> the buffer-owning instructions it may refer to
+    for inst in comp.instructions:
+        if inst.opcode in _ALIAS_OPS:
+            sources[inst.name] = set().union(*(sources.get(o, {o}) for o in inst.operands)) if inst.operands else set()
+        else:
+            sources[inst.name] = {inst.name}
+    last = {inst.name: index[inst.name] for inst in comp.instructions}
+    for inst in comp.instructions:
+        for op in inst.operands:
+            for owner in sources.get(op, {op}):
+                last[owner] = max(last.get(owner, 0), index[inst.name])
+    for owner in sources.get(comp.root_name, {comp.root_name}):
+        last[owner] = len(comp.instructions)  # results outlive the body
+    return last
+
+
+def can_write_in_place(module: HloModule, comp: HloComputation, inst: HloInstruction, operand: str) -> bool:
+    """Whether ``inst`` reads ``operand`` only at the index it writes (so it may overwrite it)."""
+    out, src = inst.shape, comp[operand].shape
+    if not (isinstance(out, Shape) and isinstance(src, Shape)) or out.dims != src.dims or \
+            out.byte_size != src.byte_size or out.layout != src.layout:
+        return False
+    if inst.opcode.is_elementwise:
+        return True
+    if inst.opcode is not Opcode.FUSION:
+        return False
+    fused = module.computation(inst.attr("calls").name)
+    positions = [k for k, o in enumerate(inst.operands) if o == operand]
+    params = {p.name for p in fused.parameters if p.parameter_number in positions}
+    users = fused.users()
+    for p in params:
+        for u in users.get(p, []):
+            user = fused[u]
+            if not (user.opcode.is_elementwise and isinstance(user.shape, Shape) and user.shape.dims == out.dims):
+                return False
+    return True
