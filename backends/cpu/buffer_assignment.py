@@ -134,6 +134,11 @@ def can_write_in_place(module: HloModule, comp: HloComputation, inst: HloInstruc
     if inst.opcode is not Opcode.FUSION:
         return False
     fused = module.computation(inst.attr("calls").name)
+    # Library kernels (oneDNN matmul/convolution) write their output before the epilogue reads the
+    # other operands, and reductions read many elements: only plain loop fusions qualify.
+    if any(i.opcode in (Opcode.DOT, Opcode.CONVOLUTION, Opcode.REDUCE, Opcode.REDUCE_WINDOW)
+           for i in fused.instructions):
+        return False
     positions = [k for k, o in enumerate(inst.operands) if o == operand]
     params = {p.name for p in fused.parameters if p.parameter_number in positions}
     users = fused.users()

@@ -1,0 +1,433 @@
+"""oneDNN for the CPU backend: finding the library, and emitting its primitives into generated C.
+
+Discovery: oneDNN 3.x (PyPI ``onednn-cpu-gomp`` + ``onednn-devel-cpu-gomp``) puts
+``libdnnl.so`` in ``<prefix>/lib`` and ``oneapi/dnnl/dnnl.h`` in ``<prefix>/include``;
+``installation()`` looks under ``$TFXLA_DNNL_ROOT``, ``sys.prefix`` (a venv) and
+``sys.base_prefix``. When it is absent, dot and convolution use the elemental
+loops and one warning goes to the ``tfxla_plugin`` logger; nothing here raises.
+
+Emission (``DnnlPrimitive.emit``): every primitive is built ONCE by a static
+``tfxla_dnnl_init_N`` called from ``tfxla_init`` (memory descriptors, post-ops,
+primitive descriptor, primitive, memory objects, constant weights reordered
+into the layout oneDNN prefers); the computation function only points the
+memory objects at this call's buffers (``dnnl_memory_set_data_handle``) and
+executes. Invariants: all handles live in ``tfxla_state`` (NULL until created,
+destroyed by ``tfxla_teardown`` whatever point init reached); the CPU engine is
+one per shared object; concurrent calls on one state are safe: the oneDNN work of
+a state (re-pointing the shared memory objects, executing, per-call weight
+reorders into the state's buffer) runs under a mutex in the state.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from backends.codegen.buffer import IndentedBuffer
+from backends.cpu import ctypes_c as C
+from hlo.dtypes import PrimitiveType as P
+
+log = logging.getLogger("tfxla_plugin")
+
+DNNL_TYPES = {P.F32: "dnnl_f32", P.BF16: "dnnl_bf16", P.F16: "dnnl_f16"}
+MAX_POST_OPS = 16  # the size of po_md in tfxla_dnnl_init_N
+_ISA_NEEDED = {P.F32: 0x0, P.BF16: 0xE7, P.F16: 0x1EF}  # dnnl_cpu_isa_avx512_core_bf16 / _fp16 bits
+
+
+# --- discovery ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DnnlInstall:
+    include_dir: str
+    lib_dir: str
+    library: str  # for -l: "dnnl" or ":libdnnl.so.3"
+    version: tuple[int, int, int]
+
+
+def _roots() -> list[str]:
+    roots = [os.environ.get("TFXLA_DNNL_ROOT", ""), sys.prefix, sys.base_prefix]
+    return list(dict.fromkeys(r for r in roots if r))
+
+
+def find_install(roots: Sequence[str | os.PathLike] | None = None) -> DnnlInstall | None:
+    """The first oneDNN 3.x install (header + shared library) under ``roots``; None when there is none."""
+    for root in _roots() if roots is None else roots:
+        inc = Path(root) / "include"
+        version_h = inc / "oneapi" / "dnnl" / "dnnl_version.h"
+        if not (inc / "oneapi" / "dnnl" / "dnnl.h").is_file() or not version_h.is_file():
+            continue
+        found = {k: int(v) for k, v in re.findall(r"#define DNNL_VERSION_(MAJOR|MINOR|PATCH) (\d+)",
+                                                   version_h.read_text(errors="replace"))}
+        version = (found.get("MAJOR", 0), found.get("MINOR", 0), found.get("PATCH", 0))
+        if version[0] != 3:
+            continue
+        for lib_dir in (Path(root) / "lib", Path(root) / "lib64"):
+            for so, flag in (("libdnnl.so", "dnnl"), ("libdnnl.so.3", ":libdnnl.so.3")):
+                if (lib_dir / so).is_file():
+                    return DnnlInstall(str(inc), str(lib_dir), flag, version)
+    return None
+
+
+_warned = False
+
+
+def installation() -> DnnlInstall | None:
+    """The oneDNN install used for code generation (None, with one logged warning, when absent)."""
+    global _warned
+    found = _cached_install()
+    if found is None and not _warned:
+        _warned = True
+        log.warning("oneDNN 3.x not found under %s (pip install onednn-cpu-gomp==2023.2.0 "
+                    "onednn-devel-cpu-gomp==2023.2.0): dot and convolution use the slow elemental loops",
+                    ", ".join(_roots()))
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_install() -> DnnlInstall | None:
+    return find_install()
+
+
+@functools.lru_cache(maxsize=None)
+def effective_isa(lib_dir: str) -> int:
+    """oneDNN's ``dnnl_get_effective_cpu_isa()`` (0 when the library cannot be loaded)."""
+    try:
+        lib = ctypes.CDLL(os.path.join(lib_dir, "libdnnl.so.3" if os.path.exists(
+            os.path.join(lib_dir, "libdnnl.so.3")) else "libdnnl.so"))
+        return int(lib.dnnl_get_effective_cpu_isa())
+    except (OSError, AttributeError):
+        return 0
+
+
+def supports(install: DnnlInstall, dtype: P) -> bool:
+    """Whether oneDNN computes ``dtype`` natively on this CPU (f32 always; bf16/f16 need AVX-512 support)."""
+    need = _ISA_NEEDED.get(dtype)
+    return need is not None and (need == 0 or (effective_isa(install.lib_dir) & need) == need)
+
+
+# --- what a primitive is made of -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Tensor:
+    """A plain oneDNN view of a buffer: logical dims, element strides, and where the data is.
+    ``const`` names the C array of an HLO constant (its data is known at init)."""
+
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: P
+    ptr: str
+    const: str | None = None
+
+
+@dataclass(frozen=True)
+class Eltwise:
+    alg: str  # dnnl_eltwise_<alg>
+    alpha: float = 0.0
+    beta: float = 0.0
+
+
+@dataclass(frozen=True)
+class Binary:
+    alg: str  # dnnl_binary_<alg>
+    src1: Tensor
+
+
+PostOp = Eltwise | Binary
+
+
+@dataclass(frozen=True)
+class ConvWindow:
+    strides: tuple[int, ...]
+    dilates: tuple[int, ...]  # oneDNN's: rhs_dilate - 1
+    pad_l: tuple[int, ...]
+    pad_r: tuple[int, ...]
+
+
+@dataclass
+class DnnlPrimitive:
+    """A matmul (``conv is None``) or forward convolution. Weights are used in place when they are a
+    parameter of a matmul, reordered once at init when they are a constant, and reordered per call into
+    the layout oneDNN picks when they are a parameter of a convolution."""
+
+    label: str  # the HLO instruction, for messages
+    src: Tensor
+    wei: Tensor
+    dst: Tensor
+    bias: Tensor | None = None
+    post_ops: list[PostOp] = field(default_factory=list)
+    conv: ConvWindow | None = None
+    # (scratch region, its bytes): where dst goes when it is the buffer of a binary post-op's operand (an
+    # in-place buffer assignment); oneDNN accumulates in dst before the post-ops read that operand.
+    alias_scratch: tuple[str, int] | None = None
+
+    @property
+    def kind(self) -> str:
+        return "matmul" if self.conv is None else "convolution"
+
+    def weights_mode(self) -> str:
+        if self.wei.const is not None:
+            return "pack"
+        return "reorder" if self.conv is not None else "plain"
+
+    def emit(self, em, install: DnnlInstall) -> None:
+        """Register state, init and teardown with ``em.gen`` and write the per-call execution into ``em.buf``."""
+        mod = _module_state(em.gen, install)
+        k = mod.count
+        mod.count += 1
+        p = f"dnnl{k}"
+        n_mem = 4 + len(self.post_ops)
+        gen = em.gen
+        gen.state_fields.line(f"dnnl_primitive_t {p}_prim, {p}_wre; dnnl_memory_t {p}_m[{n_mem}], {p}_wuser;")
+        gen.globals.line(self._init_function(p))
+        gen.init_code.line(f"if (tfxla_dnnl_init_{k}(st, err, errlen)) return 1;")
+        with gen.teardown_code.block(""):
+            gen.teardown_code.line(f"if (st->{p}_prim) dnnl_primitive_destroy(st->{p}_prim);")
+            gen.teardown_code.line(f"if (st->{p}_wre) dnnl_primitive_destroy(st->{p}_wre);")
+            gen.teardown_code.line(f"if (st->{p}_wuser) dnnl_memory_destroy(st->{p}_wuser);")
+            gen.teardown_code.line(f"for (int i = 0; i < {n_mem}; ++i) if (st->{p}_m[i]) "
+                                   f"dnnl_memory_destroy(st->{p}_m[i]);")
+        self._run_code(em.buf, p)
+
+    def _run_code(self, b: IndentedBuffer, p: str) -> None:
+        """Point the memory objects at this call's buffers, reorder parameter weights if needed, execute."""
+        def step(call: str) -> None:
+            b.line(f"if (s_ == dnnl_success) s_ = {call};")
+
+        def point(mem: str, ptr: str) -> None:
+            step(f"dnnl_memory_set_data_handle(st_->{mem}, (void*)({ptr}))")
+
+        with b.block(""):
+            b.line("tfxla_state* const st_ = tfxla_st;")
+            b.line("dnnl_status_t s_ = dnnl_success;")
+            b.line("TFXLA_DNNL_STATIC_TEAMS();")
+            b.line("pthread_mutex_lock(&st_->dnnl_mu);  /* concurrent calls share the memory objects */")
+            point(f"{p}_m[0]", self.src.ptr)
+            aliased = [op.src1.ptr for op in self.post_ops if isinstance(op, Binary)]
+            if self.alias_scratch is not None and aliased:
+                cond = " || ".join(f"(const void*)({a}) == (const void*)({self.dst.ptr})" for a in aliased)
+                b.line(f"const int alias_ = {cond};")
+                b.line(f"void* const dst_ = alias_ ? (void*)({self.alias_scratch[0]}) : (void*)({self.dst.ptr});")
+                point(f"{p}_m[3]", "dst_")
+            else:
+                point(f"{p}_m[3]", self.dst.ptr)
+            if self.bias is not None:
+                point(f"{p}_m[2]", self.bias.ptr)
+            for i, op in enumerate(self.post_ops):
+                if isinstance(op, Binary):
+                    point(f"{p}_m[{4 + i}]", op.src1.ptr)
+            mode = self.weights_mode()
+            if mode == "plain":
+                point(f"{p}_m[1]", self.wei.ptr)
+            elif mode == "reorder":
+                with b.block(f"if (st_->{p}_wre)"):
+                    point(f"{p}_wuser", self.wei.ptr)
+                    b.line(f"dnnl_exec_arg_t ra_[2] = {{{{DNNL_ARG_FROM, st_->{p}_wuser}}, "
+                           f"{{DNNL_ARG_TO, st_->{p}_m[1]}}}};")
+                    step(f"dnnl_primitive_execute(st_->{p}_wre, st_->dnnl_stream, 2, ra_)")
+                with b.block("else"):
+                    point(f"{p}_m[1]", self.wei.ptr)
+            args = [f"{{DNNL_ARG_SRC, st_->{p}_m[0]}}", f"{{DNNL_ARG_WEIGHTS, st_->{p}_m[1]}}",
+                    f"{{DNNL_ARG_DST, st_->{p}_m[3]}}"]
+            if self.bias is not None:
+                args.append(f"{{DNNL_ARG_BIAS, st_->{p}_m[2]}}")
+            args += [f"{{DNNL_ARG_ATTR_MULTIPLE_POST_OP({i}) | DNNL_ARG_SRC_1, st_->{p}_m[{4 + i}]}}"
+                     for i, op in enumerate(self.post_ops) if isinstance(op, Binary)]
+            b.line(f"dnnl_exec_arg_t a_[{len(args)}] = {{{', '.join(args)}}};")
+            step(f"dnnl_primitive_execute(st_->{p}_prim, st_->dnnl_stream, {len(args)}, a_)")
+            step("dnnl_stream_wait(st_->dnnl_stream)")
+            b.line("pthread_mutex_unlock(&st_->dnnl_mu);")
+            if self.alias_scratch is not None and aliased:
+                b.line(f"if (alias_ && s_ == dnnl_success) memcpy((void*)({self.dst.ptr}), dst_, "
+                       f"{self.alias_scratch[1]});")
+            with b.block("if (s_ != dnnl_success)"):
+                b.line(f'snprintf(err, errlen, "oneDNN {self.kind} for %s failed: %s", "{_c_text(self.label)}", '
+                       f"dnnl_status2str(s_));")
+                b.line("return 1;")
+
+    # --- tfxla_dnnl_init_N ----------------------------------------------------------------------
+    def _init_function(self, p: str) -> str:
+        assert len(self.post_ops) <= MAX_POST_OPS
+        k = p[len("dnnl"):]
+        what = f"{self.kind} for {_c_text(self.label)}"
+        decls, body = IndentedBuffer(), IndentedBuffer()
+        arrays: list[str] = []
+
+        def dims(values) -> str:  # a named dnnl_dims_t (compound literals cannot go through the macro)
+            name = f"dims{len(arrays)}"
+            arrays.append(name)
+            decls.line(f"const dnnl_dims_t {name} = {{{', '.join(str(int(v)) for v in values) or '0'}}};")
+            return name
+
+        def check(call: str) -> None:
+            body.line(f'TFXLA_DNNL_TRY("{what}", {call});')
+
+        def md(target: str, t: Tensor) -> None:
+            check(f"dnnl_memory_desc_create_with_strides({target}, {len(t.dims)}, {dims(t.dims)}, "
+                  f"{DNNL_TYPES[t.dtype]}, {dims(t.strides)})")
+
+        mode = self.weights_mode()
+        check("tfxla_dnnl_engine(&eng)")
+        for slot, t in ((0, self.src), (1, self.wei), (3, self.bias), (4, self.dst)):
+            if t is not None:
+                md(f"&md[{slot}]", t)
+        if mode != "plain":
+            check(f"dnnl_memory_desc_create_with_tag(&md[2], {len(self.wei.dims)}, {dims(self.wei.dims)}, "
+                  f"{DNNL_TYPES[self.wei.dtype]}, dnnl_format_tag_any)")
+        check("dnnl_primitive_attr_create(&attr)")
+        if self.post_ops:
+            check("dnnl_post_ops_create(&po)")
+            for i, op in enumerate(self.post_ops):
+                if isinstance(op, Eltwise):
+                    check(f"dnnl_post_ops_append_eltwise(po, dnnl_eltwise_{op.alg}, "
+                          f"{C.literal(op.alpha, P.F32)}, {C.literal(op.beta, P.F32)})")
+                else:
+                    md(f"&po_md[{i}]", op.src1)
+                    check(f"dnnl_post_ops_append_binary(po, dnnl_binary_{op.alg}, po_md[{i}])")
+            check("dnnl_primitive_attr_set_post_ops(attr, po)")
+        wei_md = "md[1]" if mode == "plain" else "md[2]"
+        if self.conv is None:
+            check(f"dnnl_matmul_primitive_desc_create(&pd, eng, md[0], {wei_md}, md[3], md[4], attr)")
+        else:
+            w = self.conv
+            names = [dims(v) for v in (w.strides, w.dilates, w.pad_l, w.pad_r)]
+            check(f"dnnl_convolution_forward_primitive_desc_create(&pd, eng, dnnl_forward_inference, "
+                  f"dnnl_convolution_direct, md[0], {wei_md}, md[3], md[4], {', '.join(names)}, attr)")
+        check(f"dnnl_primitive_create(&st->{p}_prim, pd)")
+        check(f"dnnl_memory_create(&st->{p}_m[0], md[0], eng, DNNL_MEMORY_NONE)")
+        check(f"dnnl_memory_create(&st->{p}_m[3], md[4], eng, DNNL_MEMORY_NONE)")
+        if self.bias is not None:
+            check(f"dnnl_memory_create(&st->{p}_m[2], md[3], eng, DNNL_MEMORY_NONE)")
+        for i, op in enumerate(self.post_ops):
+            if isinstance(op, Binary):
+                check(f"dnnl_memory_create(&st->{p}_m[{4 + i}], po_md[{i}], eng, DNNL_MEMORY_NONE)")
+        if mode == "plain":
+            check(f"dnnl_memory_create(&st->{p}_m[1], md[1], eng, DNNL_MEMORY_NONE)")
+        else:
+            body.line("wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);")
+        if mode == "pack":
+            check(f"tfxla_dnnl_pack(eng, st->dnnl_stream, md[1], (void*){self.wei.const}, wmd, &st->{p}_m[1])")
+        elif mode == "reorder":
+            with body.block("if (dnnl_memory_desc_equal(wmd, md[1]))"):
+                check(f"dnnl_memory_create(&st->{p}_m[1], md[1], eng, DNNL_MEMORY_NONE)")
+            with body.block("else"):
+                check(f"dnnl_memory_create(&st->{p}_m[1], wmd, eng, DNNL_MEMORY_ALLOCATE)")
+                check(f"dnnl_memory_create(&st->{p}_wuser, md[1], eng, DNNL_MEMORY_NONE)")
+                check("dnnl_reorder_primitive_desc_create(&rpd, md[1], eng, wmd, eng, NULL)")
+                check(f"dnnl_primitive_create(&st->{p}_wre, rpd)")
+
+        out = IndentedBuffer()
+        with out.block(f"static int tfxla_dnnl_init_{k}(tfxla_state* st, char* err, size_t errlen)"):
+            out.line("int rc = 0;")
+            out.line("dnnl_engine_t eng = NULL;")
+            out.line("/* md: src, weights, weights in any layout, bias, dst; po_md: binary post-op operands */")
+            out.line(f"dnnl_memory_desc_t md[5] = {{0}}, po_md[{MAX_POST_OPS}] = {{0}};")
+            out.line("dnnl_primitive_attr_t attr = NULL;")
+            out.line("dnnl_post_ops_t po = NULL;")
+            out.line("dnnl_primitive_desc_t pd = NULL, rpd = NULL;")
+            out.line("const_dnnl_memory_desc_t wmd = NULL;")
+            out.line("(void)wmd;")
+            out.splice(decls)
+            out.splice(body)
+            out.line("done:")
+            out.line("if (rpd) dnnl_primitive_desc_destroy(rpd);")
+            out.line("if (pd) dnnl_primitive_desc_destroy(pd);")
+            out.line("if (po) dnnl_post_ops_destroy(po);")
+            out.line("if (attr) dnnl_primitive_attr_destroy(attr);")
+            out.line("for (int i = 0; i < 5; ++i) if (md[i]) dnnl_memory_desc_destroy(md[i]);")
+            out.line(f"for (int i = 0; i < {MAX_POST_OPS}; ++i) if (po_md[i]) dnnl_memory_desc_destroy(po_md[i]);")
+            out.line("return rc;")
+        return out.getvalue()
+
+
+def _c_text(s: str) -> str:
+    """Text safe inside a C string literal (it is printed through %s, never as a format)."""
+    return re.sub(r"[^A-Za-z0-9_.%\-]", "_", s)
+
+
+# --- per-module setup: headers, helpers, the engine and the stream -----------------------------------
+
+_HELPERS = r"""
+#define TFXLA_DNNL_TRY(what, call) do { dnnl_status_t s_ = (call); if (s_ != dnnl_success) { \
+  snprintf(err, errlen, "oneDNN %s: %s failed: %s", what, #call, dnnl_status2str(s_)); rc = 1; goto done; } } while (0)
+/* oneDNN (OpenMP build) splits work over omp_get_max_threads() and assumes every team is that large:
+   with dynamic teams (OMP_DYNAMIC=true) part of the output would never be computed. */
+#ifdef _OPENMP
+#include <omp.h>
+#define TFXLA_DNNL_STATIC_TEAMS() do { if (omp_get_dynamic()) omp_set_dynamic(0); } while (0)
+#else
+#define TFXLA_DNNL_STATIC_TEAMS() do { } while (0)
+#endif
+static pthread_mutex_t tfxla_dnnl_mu = PTHREAD_MUTEX_INITIALIZER;
+static dnnl_engine_t tfxla_dnnl_eng;  /* one CPU engine per shared object, never destroyed */
+static dnnl_status_t tfxla_dnnl_engine(dnnl_engine_t* eng) {
+  dnnl_status_t s = dnnl_success;
+  pthread_mutex_lock(&tfxla_dnnl_mu);
+  if (!tfxla_dnnl_eng) s = dnnl_engine_create(&tfxla_dnnl_eng, dnnl_cpu, 0);
+  *eng = tfxla_dnnl_eng;
+  pthread_mutex_unlock(&tfxla_dnnl_mu);
+  return s;
+}
+/* *out = a new memory of layout dst_md holding the data at ptr (layout src_md), reordered once. */
+__attribute__((unused)) static dnnl_status_t tfxla_dnnl_pack(
+    dnnl_engine_t eng, dnnl_stream_t stream, const_dnnl_memory_desc_t src_md, void* ptr,
+    const_dnnl_memory_desc_t dst_md, dnnl_memory_t* out) {
+  if (dnnl_memory_desc_equal(src_md, dst_md)) return dnnl_memory_create(out, dst_md, eng, ptr);
+  dnnl_memory_t src = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_primitive_t r = NULL;
+  dnnl_status_t s = dnnl_memory_create(out, dst_md, eng, DNNL_MEMORY_ALLOCATE);
+  if (s == dnnl_success) s = dnnl_memory_create(&src, src_md, eng, ptr);
+  if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&pd, src_md, eng, dst_md, eng, NULL);
+  if (s == dnnl_success) s = dnnl_primitive_create(&r, pd);
+  if (s == dnnl_success) {
+    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, *out}};
+    s = dnnl_primitive_execute(r, stream, 2, a);
+  }
+  if (s == dnnl_success) s = dnnl_stream_wait(stream);
+  if (r) dnnl_primitive_destroy(r);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (src) dnnl_memory_destroy(src);
+  return s;
+}
+"""
+
+
+@dataclass
+class _ModuleState:
+    count: int = 0
+
+
+def _module_state(gen, install: DnnlInstall) -> _ModuleState:
+    """Set up oneDNN for this module once: includes, libraries, helpers, and the stream in the state."""
+    mod = gen.__dict__.get("_dnnl")
+    if mod is not None:
+        return mod
+    mod = gen.__dict__["_dnnl"] = _ModuleState()
+    gen.includes += ["<pthread.h>", '"oneapi/dnnl/dnnl.h"', '"oneapi/dnnl/dnnl_debug.h"']
+    gen.libraries += [install.library, "pthread"]
+    gen.include_dirs.append(install.include_dir)
+    gen.library_dirs.append(install.lib_dir)  # also the rpath of the shared object
+    gen.globals.line(_HELPERS)
+    gen.state_fields.line("dnnl_stream_t dnnl_stream;")
+    gen.state_fields.line("pthread_mutex_t dnnl_mu;  /* serializes oneDNN work of concurrent calls */")
+    gen.state_fields.line("int dnnl_mu_ok;")
+    with gen.init_code.block(""):
+        gen.init_code.line('if (pthread_mutex_init(&st->dnnl_mu, NULL)) { snprintf(err, errlen, "pthread_mutex_init '
+                           'failed"); return 1; }')
+        gen.init_code.line("st->dnnl_mu_ok = 1;")
+        gen.init_code.line("dnnl_engine_t eng = NULL;")
+        gen.init_code.line("dnnl_status_t s = tfxla_dnnl_engine(&eng);")
+        gen.init_code.line("if (s == dnnl_success) s = dnnl_stream_create(&st->dnnl_stream, eng, "
+                           "dnnl_stream_default_flags);")
+        gen.init_code.line('if (s != dnnl_success) { snprintf(err, errlen, "oneDNN engine/stream: %s", '
+                           'dnnl_status2str(s)); return 1; }')
+    gen.teardown_code.line("if (st->dnnl_stream) dnnl_stream_destroy(st->dnnl_stream);")
+    gen.teardown_code.line("if (st->dnnl_mu_ok) pthread_mutex_destroy(&st->dnnl_mu);")
+    return mod

@@ -1,0 +1,303 @@
+"""Matching the elementwise epilogue of an output fusion to oneDNN post-ops.
+
+``match_epilogue(comp, hero)`` finds, for the fused computation ``comp`` whose
+dot/convolution is ``hero``, the latest instruction ``cut`` that equals
+``post_ops(hero)`` EXACTLY (up to float rounding of constants) and through which
+every path from the root to the hero passes. ``cut == comp.root_name`` is a full
+match; otherwise the backend computes ``cut`` with oneDNN and the rest of the
+epilogue with the elemental emitter (``cut == hero`` when nothing matches).
+
+Recognised, bottom-up from the hero (each step must keep the hero's dims and type):
+* a binary op with a side input: ``+ - * / max min`` of a fusion parameter or constant,
+  full-shape or broadcast (bias, residual, per-channel scale, scalar parameter);
+* ``x*c``, ``x+c``, ``x-c``, ``c-x``, ``-x`` with a scalar constant (oneDNN ``linear``);
+* ``max(x,c)``, ``min(x,c)``, ``clamp`` in HLO form or as TF's select/compare lowering (relu,
+  relu6: ``clip``), ``tanh``, ``logistic``, ``exp``, ``abs``, ``sqrt``, ``log``, ``x*x``,
+  ``x*logistic(k*x)`` (swish, tf.nn.silu), ``elu`` (select on ``x<0`` of ``expm1(x)``), and gelu in its tanh form
+  ``0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))`` and erf form ``0.5*x*(1+erf(x/sqrt(2)))``, with
+  products and sums in any order and grouping (patterns below; commutative operands permuted).
+
+Exact up to rounding, with one known deviation: oneDNN's relu/clip return 0 for a NaN input where
+maximum/minimum/select propagate it (TF graph mode's fused MatMul/Conv2D+Relu behave like oneDNN).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Iterator, Union
+
+from backends.cpu.dnnl import Eltwise
+from hlo.ir import HloComputation, HloInstruction
+from hlo.opcodes import Opcode as O
+from hlo.shapes import Shape
+
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class Side:
+    """A binary post-op whose second operand is ``operand`` (a parameter or constant of the fused
+    computation); ``dim_map[d]`` is the operand dim read at output dim ``d`` (None: broadcast)."""
+
+    alg: str
+    operand: str
+    dim_map: tuple[int | None, ...]
+
+
+PostOp = Union[Eltwise, Side]
+
+
+@dataclass(frozen=True)
+class EpilogueMatch:
+    cut: str
+    ops: tuple[PostOp, ...]
+
+
+# --- patterns ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Pat:
+    op: O | str  # an opcode, or "less" (compare LT/LE, GT/GE with swapped operands)
+    children: tuple = ()
+
+
+@dataclass(frozen=True)
+class Const:
+    value: float
+
+
+@dataclass(frozen=True)
+class Capture:
+    key: str  # a scalar constant bound by name (equal wherever it recurs)
+
+
+X = "X"
+
+
+def p(op, *children) -> Pat:
+    return Pat(op, tuple(Const(float(c)) if isinstance(c, (int, float)) else c for c in children))
+
+
+K, LO, HI = Capture("k"), Capture("lo"), Capture("hi")
+_ASSOC = (O.ADD, O.MULTIPLY)
+_COMMUTATIVE = (O.MAXIMUM, O.MINIMUM)
+
+
+def _clip(lo, hi):
+    return lambda b: (Eltwise("clip", lo(b), hi(b)),)
+
+
+_GELU_TANH = p(O.MULTIPLY, 0.5, X, p(O.ADD, 1, p(O.TANH, p(O.MULTIPLY, math.sqrt(2 / math.pi),
+                                                            p(O.ADD, X, p(O.MULTIPLY, 0.044715, X, X, X))))))
+_GELU_ERF = p(O.MULTIPLY, 0.5, X, p(O.ADD, 1, p(O.ERF, p(O.MULTIPLY, X, 1 / math.sqrt(2)))))
+
+# Keyed by the opcode of the instruction matched; each maps a binding to the post-ops it stands for.
+TEMPLATES: dict[O, list[tuple[Pat, object]]] = {
+    O.MULTIPLY: [(_GELU_TANH, lambda b: (Eltwise("gelu_tanh"),)),
+                 (_GELU_ERF, lambda b: (Eltwise("gelu_erf"),)),
+                 (p(O.MULTIPLY, X, p(O.LOGISTIC, X)), lambda b: (Eltwise("swish", 1.0),)),
+                 (p(O.MULTIPLY, X, p(O.LOGISTIC, p(O.MULTIPLY, K, X))), lambda b: (Eltwise("swish", b["k"]),)),
+                 (p(O.MULTIPLY, X, X), lambda b: (Eltwise("square"),)),
+                 (p(O.MULTIPLY, X, K), lambda b: (Eltwise("linear", b["k"], 0.0),))],
+    O.ADD: [(p(O.ADD, X, K), lambda b: (Eltwise("linear", 1.0, b["k"]),))],
+    O.SUBTRACT: [(p(O.SUBTRACT, X, K), lambda b: (Eltwise("linear", 1.0, -b["k"]),)),
+                 (p(O.SUBTRACT, K, X), lambda b: (Eltwise("linear", -1.0, b["k"]),))],
+    O.DIVIDE: [(p(O.DIVIDE, X, K), lambda b: (Eltwise("linear", 1.0 / b["k"], 0.0),))],
+    O.NEGATE: [(p(O.NEGATE, X), lambda b: (Eltwise("linear", -1.0, 0.0),))],
+    O.TANH: [(p(O.TANH, X), lambda b: (Eltwise("tanh"),))],
+    O.LOGISTIC: [(p(O.LOGISTIC, X), lambda b: (Eltwise("logistic"),))],
+    O.EXPONENTIAL: [(p(O.EXPONENTIAL, X), lambda b: (Eltwise("exp"),))],
+    O.ABS: [(p(O.ABS, X), lambda b: (Eltwise("abs"),))],
+    O.SQRT: [(p(O.SQRT, X), lambda b: (Eltwise("sqrt"),))],
+    O.LOG: [(p(O.LOG, X), lambda b: (Eltwise("log"),))],
+    O.MAXIMUM: [(p(O.MAXIMUM, X, K), _clip(lambda b: b["k"], lambda b: INF))],
+    O.MINIMUM: [(p(O.MINIMUM, X, K), _clip(lambda b: -INF, lambda b: b["k"]))],
+    O.CLAMP: [(p(O.CLAMP, LO, X, HI), _clip(lambda b: b["lo"], lambda b: b["hi"]))],
+    O.SELECT: [  # TF's std::max/std::min lowering and elu
+        (p(O.SELECT, p("less", X, K), K, X), _clip(lambda b: b["k"], lambda b: INF)),
+        (p(O.SELECT, p("less", K, X), X, K), _clip(lambda b: b["k"], lambda b: INF)),
+        (p(O.SELECT, p("less", K, X), K, X), _clip(lambda b: -INF, lambda b: b["k"])),
+        (p(O.SELECT, p("less", X, K), X, K), _clip(lambda b: -INF, lambda b: b["k"])),
+        (p(O.SELECT, p("less", X, 0), p(O.EXPONENTIAL_MINUS_ONE, X), X), lambda b: (Eltwise("elu", 1.0),)),
+        (p(O.SELECT, p("less", 0, X), X, p(O.EXPONENTIAL_MINUS_ONE, X)), lambda b: (Eltwise("elu", 1.0),)),
+    ],
+}
+
+# Binary post-ops with a side input: opcode -> (oneDNN algorithm, commutative)
+BINARY = {O.ADD: ("add", True), O.MULTIPLY: ("mul", True), O.SUBTRACT: ("sub", False),
+          O.DIVIDE: ("div", False), O.MAXIMUM: ("max", True), O.MINIMUM: ("min", True)}
+
+
+# --- matching --------------------------------------------------------------------------------------
+
+Term = Union[str, float]  # an instruction name, or a constant made by rewriting x/c as x*(1/c)
+
+
+class _Matcher:
+    def __init__(self, comp: HloComputation):
+        self.comp = comp
+        self.users = {k: len(v) for k, v in comp.users().items()}
+
+    def scalar(self, term: Term) -> float | None:
+        """The value of a scalar constant, or of a broadcast of one."""
+        if isinstance(term, float):
+            return term
+        inst = self.comp[term]
+        while inst.opcode is O.BROADCAST:
+            inst = self.comp[inst.operands[0]]
+        if inst.opcode is O.CONSTANT and isinstance(inst.shape, Shape) and inst.shape.num_elements == 1 \
+                and inst.literal is not None and not inst.literal.is_elided and inst.shape.dtype.is_float:
+            return float(inst.literal.to_numpy().reshape(-1)[0])
+        return None
+
+    def _parts(self, name: str, op: O) -> list[Term] | None:
+        """The operands of ``name`` as a sum/product, or None when it is not one."""
+        inst = self.comp[name]
+        if inst.opcode is op:
+            return list(inst.operands)
+        if op is O.MULTIPLY and inst.opcode is O.DIVIDE:
+            c = self.scalar(inst.operands[1])
+            return [inst.operands[0], 1.0 / c] if c else None
+        if op is O.MULTIPLY and inst.opcode is O.POWER and self.scalar(inst.operands[1]) == 3.0:
+            return [inst.operands[0]] * 3
+        return None
+
+    def term_lists(self, name: str, op: O) -> Iterator[list[Term]]:
+        """Every way of reading ``name`` as a flat sum/product (single-use inner nodes may be opened)."""
+        parts = self._parts(name, op)
+        if parts is None:
+            return
+
+        def options(t: Term) -> list[list[Term]]:
+            out = [[t]]
+            if isinstance(t, str) and self.users.get(t, 0) == 1:
+                out += list(self.term_lists(t, op))
+            return out
+        for combo in itertools.islice(itertools.product(*(options(t) for t in parts)), 64):
+            yield [t for group in combo for t in group]
+
+    def match(self, pat, term: Term, bind: dict) -> Iterator[dict]:
+        if pat == X:
+            if isinstance(term, str) and bind.get(X, term) == term:
+                yield {**bind, X: term}
+            return
+        if isinstance(pat, (Const, Capture)):
+            v = self.scalar(term)
+            if v is None:
+                return
+            want = pat.value if isinstance(pat, Const) else bind.get(pat.key, v)
+            if _close(v, want):
+                yield bind if isinstance(pat, Const) else {**bind, pat.key: v}
+            return
+        if isinstance(term, float):
+            return
+        inst = self.comp[term]
+        if pat.op in _ASSOC:
+            for terms in self.term_lists(term, pat.op):
+                if len(terms) == len(pat.children):
+                    for perm in itertools.permutations(terms):
+                        yield from self._match_all(pat.children, perm, bind)
+            return
+        if pat.op == "less":
+            if inst.opcode is not O.COMPARE:
+                return
+            direction = inst.attr("direction").value
+            operands = {"LT": inst.operands, "LE": inst.operands, "GT": inst.operands[::-1],
+                        "GE": inst.operands[::-1]}.get(direction)
+            if operands is not None:
+                yield from self._match_all(pat.children, operands, bind)
+            return
+        if inst.opcode is not pat.op or len(inst.operands) != len(pat.children):
+            return
+        orders = itertools.permutations(inst.operands) if pat.op in _COMMUTATIVE else [inst.operands]
+        for order in orders:
+            yield from self._match_all(pat.children, order, bind)
+
+    def _match_all(self, pats, terms, bind: dict) -> Iterator[dict]:
+        if not pats:
+            yield bind
+            return
+        for b in self.match(pats[0], terms[0], bind):
+            yield from self._match_all(pats[1:], terms[1:], b)
+
+    def side(self, name: str, dims: tuple[int, ...]) -> tuple[str, tuple[int | None, ...]] | None:
+        """A second operand for a binary post-op: a parameter or constant, possibly broadcast."""
+        inst = self.comp[name]
+        if inst.opcode in (O.PARAMETER, O.CONSTANT):
+            return (name, tuple(range(len(dims)))) if inst.shape.dims == dims else None
+        if inst.opcode is O.BROADCAST:
+            src = self.comp[inst.operands[0]]
+            if src.opcode in (O.PARAMETER, O.CONSTANT) and self.scalar(src.name) is None:
+                dim_map: list[int | None] = [None] * len(dims)
+                for k, d in enumerate(inst.attr("dimensions", ())):
+                    dim_map[d] = k
+                return src.name, tuple(dim_map)
+            if src.opcode is O.PARAMETER and src.shape.num_elements == 1:  # a scalar parameter
+                return src.name, (None,) * len(dims)
+        return None
+
+
+def _close(a: float, b: float) -> bool:
+    return a == b or abs(a - b) <= 1e-6 * max(abs(a), abs(b))
+
+
+def match_epilogue(comp: HloComputation, hero: str) -> EpilogueMatch:
+    m = _Matcher(comp)
+    shape = comp[hero].shape
+    best: dict[str, tuple[PostOp, ...]] = {hero: ()}
+    for inst in comp.instructions:
+        if inst.name in best or not isinstance(inst.shape, Shape) or inst.shape.dtype != shape.dtype \
+                or inst.shape.dims != shape.dims:
+            continue
+        found = _step(m, inst, best, shape.dims)
+        if found is not None:
+            best[inst.name] = found
+    for name in reversed([i.name for i in comp.instructions]):
+        if name in best and not _reaches(comp, comp.root_name, hero, name):
+            return EpilogueMatch(name, _merge_clips(best[name]))
+    raise AssertionError("unreachable: the hero itself is always a cut")
+
+
+def _step(m: _Matcher, inst: HloInstruction, best: dict, dims) -> tuple[PostOp, ...] | None:
+    for pat, make in TEMPLATES.get(inst.opcode, ()):
+        for bind in m.match(pat, inst.name, {}):
+            if bind[X] in best:
+                return best[bind[X]] + make(bind)
+    if inst.opcode in BINARY:
+        alg, commutative = BINARY[inst.opcode]
+        a, b = inst.operands
+        for x, s in ((a, b), (b, a)) if commutative else ((a, b),):
+            side = m.side(s, dims) if x in best else None
+            if side is not None:
+                return best[x] + (Side(alg, *side),)
+    return None
+
+
+def _reaches(comp: HloComputation, start: str, target: str, stop: str) -> bool:
+    """Whether ``target`` is an operand-ancestor of ``start`` along a path avoiding ``stop``."""
+    seen, work = set(), [start]
+    while work:
+        name = work.pop()
+        if name == stop or name in seen:
+            continue
+        if name == target:
+            return True
+        seen.add(name)
+        work.extend(comp[name].operands)
+    return False
+
+
+def _merge_clips(ops: tuple[PostOp, ...]) -> tuple[PostOp, ...]:
+    """Adjacent clips compose into one (relu then min 6 is relu6); clip(0, inf) is relu."""
+    out: list[PostOp] = []
+    for op in ops:
+        prev = out[-1] if out else None
+        if isinstance(op, Eltwise) and op.alg == "clip" and isinstance(prev, Eltwise) and prev.alg == "clip" \
+                and max(prev.alpha, op.alpha) <= min(prev.beta, op.beta):
+            out[-1] = Eltwise("clip", max(prev.alpha, op.alpha), min(prev.beta, op.beta))
+        else:
+            out.append(op)
+    return tuple(Eltwise("relu") if isinstance(o, Eltwise) and o.alg == "clip" and o.alpha == 0 and o.beta == INF
+                 else o for o in out)

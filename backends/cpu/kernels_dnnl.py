@@ -1,0 +1,286 @@
+"""Top-level kernels running dot, convolution and output fusions through oneDNN.
+
+* ``dot`` -> oneDNN matmul ``[batch..., M, K] x [batch..., K, N]``: batch dims stay separate,
+  free and contracting dims are merged where they are adjacent in memory, and transposed operands
+  or results are described by strides (no copies). Constant weights are reordered once at init
+  into the layout oneDNN picks.
+* ``convolution`` -> oneDNN forward convolution over any ``dim_labels`` (described by strides),
+  1-3 spatial dims, strides, non-negative (asymmetric) padding, dilation, ``feature_group_count``
+  (grouped and depthwise weights ``[G, O/G, I/G, ...]``); weights always go into oneDNN's preferred
+  layout (once at init when constant, per call otherwise).
+* ``fusion kind=kOutput`` with one dot/convolution: the matched part of the epilogue becomes
+  post-ops (``dnnl_epilogue``); the rest, if any, runs in an elemental loop reading the library result.
+
+Whatever cannot be described (other element types, batch_group_count, lhs dilation, reversal,
+negative padding, zero-size dims, oneDNN absent or disabled with ``CodegenOptions.dnnl=False``) is
+declined (``return False``) and emitted by the elemental rules as before.
+"""
+
+from __future__ import annotations
+
+import math
+
+from backends.codegen.buffer import IndentedBuffer
+from backends.cpu import ctypes_c as C
+from backends.cpu import dnnl
+from backends.cpu.codegen import Buf, ComputationEmitter, Value, top_level
+from backends.cpu.dnnl import Binary, ConvWindow, DnnlPrimitive, Eltwise, Tensor
+from backends.cpu.dnnl_epilogue import match_epilogue
+from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, linear_index
+from hlo.attributes import FusionKind
+from hlo.dtypes import PrimitiveType as P
+from hlo.ir import HloComputation, HloInstruction
+from hlo.opcodes import Opcode
+from hlo.shapes import Shape
+
+# (lhs/rhs type, result type) pairs oneDNN computes with f32 accumulation, as the evaluator does.
+_TYPES = {(P.F32, P.F32), (P.BF16, P.BF16), (P.BF16, P.F32), (P.F16, P.F16), (P.F16, P.F32)}
+
+
+def strides_of(shape: Shape) -> list[int]:
+    """Element strides of every dim of a dense buffer of ``shape`` (its layout; row-major if none)."""
+    order = shape.layout.minor_to_major if shape.layout is not None and shape.layout.minor_to_major \
+        else tuple(range(shape.rank - 1, -1, -1))
+    strides, step = [0] * shape.rank, 1
+    for d in order:
+        strides[d] = step
+        step *= shape.dims[d]
+    return strides
+
+
+def _view(sizes, strides, groups, dim_map=None, order=None) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """Logical dims and strides of a buffer whose logical dim k covers buffer dims ``groups[k]`` (merged
+    in order; None when they are not contiguous). ``dim_map`` maps group entries to buffer dims (None:
+    broadcast). A dim of size 1 keeps its buffer stride; an empty or broadcast one gets the stride it would
+    have in a dense layout whose dims nest as ``order`` (logical dims from innermost; default row-major),
+    so oneDNN recognises the layout (nhwc, ab, ...) it is."""
+    dims: list[int] = []
+    out: list[int | None] = []
+    for group in groups:
+        mapped = [d if dim_map is None else dim_map[d] for d in group]
+        if not mapped or any(m is None for m in mapped):
+            if any(m is not None and sizes[m] != 1 for m in mapped):
+                return None  # partly broadcast
+            dims.append(1)
+            out.append(None)
+            continue
+        members = [m for m in mapped if sizes[m] != 1] or mapped[-1:]
+        for a, b in zip(members, members[1:]):
+            if strides[a] != strides[b] * sizes[b]:
+                return None
+        dims.append(math.prod(sizes[m] for m in members))
+        out.append(strides[members[-1]])
+    inner = 1
+    for k in (order if order is not None else range(len(out) - 1, -1, -1)):
+        if out[k] is None:
+            out[k] = inner
+        inner = max(inner, out[k] * dims[k])
+    return tuple(dims), tuple(out)  # type: ignore[arg-type]
+
+
+def _tensor(buf: Buf, groups, const: str | None = None, dim_map=None, order=None) -> Tensor | None:
+    view = _view(buf.shape.dims, strides_of(buf.shape), groups, dim_map, order)
+    return None if view is None else Tensor(view[0], view[1], buf.shape.dtype, buf.ptr, const)
+
+
+def memory_order(t: Tensor) -> list[int]:
+    """The logical dims of ``t`` from innermost to outermost in memory."""
+    return sorted(range(len(t.dims)), key=lambda k: (t.strides[k], -k))
+
+
+class _Plan:
+    """src/weights/dst views of one dot or convolution, and the dst dims groups side inputs map onto."""
+
+    def __init__(self, src: Tensor, wei: Tensor, dst: Tensor, groups, channel: int, conv=None):
+        self.src, self.wei, self.dst, self.groups, self.channel, self.conv = src, wei, dst, groups, channel, conv
+
+
+def _plan_dot(inst: HloInstruction, lhs, rhs, out: Buf) -> _Plan | None:
+    lb, lc = list(inst.attr("lhs_batch_dims", ())), list(inst.attr("lhs_contracting_dims", ()))
+    rb, rc = list(inst.attr("rhs_batch_dims", ())), list(inst.attr("rhs_contracting_dims", ()))
+    lfree = [d for d in range(lhs[0].shape.rank) if d not in lb and d not in lc]
+    rfree = [d for d in range(rhs[0].shape.rank) if d not in rb and d not in rc]
+    nb, nl = len(lb), len(lfree)
+    groups = [(d,) for d in range(nb)] + [tuple(range(nb, nb + nl)), tuple(range(nb + nl, out.shape.rank))]
+    src = _tensor(lhs[0], [(d,) for d in lb] + [tuple(lfree), tuple(lc)], lhs[1])
+    wei = _tensor(rhs[0], [(d,) for d in rb] + [tuple(rc), tuple(rfree)], rhs[1])
+    dst = _tensor(out, groups)
+    if src is None or wei is None or dst is None:
+        return None
+    return _Plan(src, wei, dst, groups, len(groups) - 1)
+
+
+def _plan_conv(inst: HloInstruction, lhs, rhs, out: Buf) -> _Plan | None:
+    dl = inst.attr("dim_labels")
+    window = inst.attr("window").dims
+    groups_n = inst.attr("feature_group_count", 1)
+    if dl is None or inst.attr("batch_group_count", 1) != 1 or not 1 <= len(window) <= 3:
+        return None
+    if any(d.lhs_dilate != 1 or d.reversal or d.pad_low < 0 or d.pad_high < 0 for d in window):
+        return None
+    src = _tensor(lhs[0], [(dl.input_batch,), (dl.input_feature,)] + [(d,) for d in dl.input_spatial], lhs[1])
+    groups = [(dl.output_batch,), (dl.output_feature,)] + [(d,) for d in dl.output_spatial]
+    dst = _tensor(out, groups)
+    w = rhs[0]
+    ws = strides_of(w.shape)
+    o, i = dl.kernel_output_feature, dl.kernel_input_feature
+    sp = list(dl.kernel_spatial)
+    if groups_n == 1:
+        dims = [w.shape.dims[o], w.shape.dims[i]] + [w.shape.dims[d] for d in sp]
+        strides = [ws[o], ws[i]] + [ws[d] for d in sp]
+    else:
+        per = w.shape.dims[o] // groups_n
+        dims = [groups_n, per, w.shape.dims[i]] + [w.shape.dims[d] for d in sp]
+        strides = [per * ws[o], ws[o], ws[i]] + [ws[d] for d in sp]
+    if src is None or dst is None:
+        return None
+    wei = Tensor(tuple(dims), tuple(strides), w.shape.dtype, w.ptr, rhs[1])
+    conv = ConvWindow(tuple(d.stride for d in window), tuple(d.rhs_dilate - 1 for d in window),
+                      tuple(d.pad_low for d in window), tuple(d.pad_high for d in window))
+    return _Plan(src, wei, dst, groups, 1, conv)
+
+
+_PLANS = {Opcode.DOT: _plan_dot, Opcode.CONVOLUTION: _plan_conv}
+
+
+def _install(em: ComputationEmitter, hero: HloInstruction, operand_shapes) -> dnnl.DnnlInstall | None:
+    """The oneDNN install to use for ``hero``, or None when it must take the elemental path."""
+    if not getattr(em.gen.options, "dnnl", True):
+        return None
+    a, b = operand_shapes
+    out = hero.shape
+    if not isinstance(out, Shape) or a.dtype != b.dtype or (a.dtype, out.dtype) not in _TYPES:
+        return None
+    if 0 in out.dims or 0 in a.dims or 0 in b.dims or out.rank > 12:
+        return None
+    install = dnnl.installation()
+    return install if install is not None and dnnl.supports(install, a.dtype) else None
+
+
+def _outer_operand(em: ComputationEmitter, name: str) -> tuple[Buf, str | None] | None:
+    """The buffer of instruction ``name`` of the current computation, and its C array if a constant."""
+    value = em.values_or_const(name)
+    if not isinstance(value, Buf):
+        return None
+    inst = em.comp[name]
+    return value, em.gen.constant_ref(inst) if inst.opcode is Opcode.CONSTANT else None
+
+
+def _fused_operand(em: ComputationEmitter, fusion: HloInstruction, comp: HloComputation, name: str):
+    inst = comp[name]
+    if inst.opcode is Opcode.PARAMETER:
+        return _outer_operand(em, fusion.operands[inst.parameter_number])
+    if inst.opcode is Opcode.CONSTANT:
+        return em.gen.constant_value(inst), em.gen.constant_ref(inst)
+    return None
+
+
+@top_level(Opcode.DOT, Opcode.CONVOLUTION)
+def _library_op(em: ComputationEmitter, inst: HloInstruction, target: Value):
+    operands = [_outer_operand(em, o) for o in inst.operands]
+    install = _install(em, inst, [em.comp[o].shape for o in inst.operands])
+    if install is None or None in operands or not isinstance(target, Buf):
+        return False
+    plan = _PLANS[inst.opcode](inst, operands[0], operands[1], target)
+    if plan is None:
+        return False
+    DnnlPrimitive(f"%{inst.name}", plan.src, plan.wei, plan.dst, conv=plan.conv).emit(em, install)
+    return None
+
+
+@top_level(Opcode.FUSION)
+def _output_fusion(em: ComputationEmitter, inst: HloInstruction, target: Value):
+    if inst.attr("kind") is not FusionKind.OUTPUT or not isinstance(target, Buf):
+        return False
+    comp = em.gen.module.computation(inst.attr("calls").name)
+    heroes = [i for i in comp.instructions if i.opcode in _PLANS]
+    if len(heroes) != 1 or not isinstance(comp.root.shape, Shape):
+        return False
+    hero = heroes[0]
+    operands = [_fused_operand(em, inst, comp, o) for o in hero.operands]
+    install = _install(em, hero, [comp[o].shape for o in hero.operands])
+    if install is None or None in operands:
+        return False
+    match = match_epilogue(comp, hero.name)
+    full = match.cut == comp.root_name
+    dst_buf = target if full else Buf(em.names.fresh("b"), Shape.array(hero.shape.dtype, hero.shape.dims))
+    plan = _PLANS[hero.opcode](hero, operands[0], operands[1], dst_buf)
+    if plan is None:
+        return False
+    post_ops = _post_ops(em, inst, comp, plan, match.ops)
+    if post_ops is None or len(post_ops) > dnnl.MAX_POST_OPS:
+        return False
+    tail = None
+    if not full:
+        tail = _epilogue_loop(em, inst, comp, match.cut, dst_buf, target)
+        if tail is None:
+            return False
+        ctype = C.storage(dst_buf.shape.dtype)
+        region = em.alloc_bytes(dst_buf.shape.byte_size, f"{inst.name}#dnnl")
+        em.decls.line(f"{ctype}* const {dst_buf.ptr} = ({ctype}*){region};")
+    bias = None
+    if post_ops and _is_bias(post_ops[0], plan):
+        bias = post_ops.pop(0).src1
+        bias = Tensor((bias.dims[plan.channel],), (1,), bias.dtype, bias.ptr) if plan.conv else bias
+    alias = None
+    if full and any(isinstance(op, Binary) and op.src1.dims == plan.dst.dims for op in post_ops):
+        # buffer assignment may give the result the buffer of a dying residual operand
+        alias = (em.alloc_bytes(target.shape.byte_size, f"{inst.name}#alias"), target.shape.byte_size)
+    DnnlPrimitive(f"%{inst.name}", plan.src, plan.wei, plan.dst, bias, post_ops, plan.conv,
+                  alias).emit(em, install)
+    if tail is not None:
+        em.buf.splice(tail)
+    return None
+
+
+def _post_ops(em, fusion, comp, plan: _Plan, ops) -> list | None:
+    out: list = []
+    for op in ops:
+        if isinstance(op, Eltwise):
+            out.append(op)
+            continue
+        operand = _fused_operand(em, fusion, comp, op.operand)
+        if operand is None or operand[0].shape.dtype not in dnnl.DNNL_TYPES:
+            return None
+        t = _tensor(operand[0], plan.groups, dim_map=op.dim_map, order=memory_order(plan.dst))
+        if t is None:
+            return None
+        out.append(Binary(op.alg, t))
+    return out
+
+
+def _is_bias(op, plan: _Plan) -> bool:
+    """A first ``add`` of a vector along the output channel (N for matmul, C for convolution)."""
+    if not isinstance(op, Binary) or op.alg != "add" or op.src1.dtype not in (P.F32, P.BF16):
+        return False
+    t = op.src1
+    return all(d == 1 for k, d in enumerate(t.dims) if k != plan.channel) and t.strides[plan.channel] == 1
+
+
+def _epilogue_loop(em: ComputationEmitter, inst: HloInstruction, comp: HloComputation, cut: str, cut_buf: Buf,
+                   target: Buf) -> IndentedBuffer | None:
+    """The elemental loop computing the fusion's root from ``cut`` (in ``cut_buf``), or None if unsupported."""
+    buf = IndentedBuffer()
+    mark = em.names.counter
+    readers = [em.reader(o) for o in inst.operands]
+    emitter = ElementalEmitter(em.gen.module, comp, readers, buf, em.names, em.gen.constant_ref,
+                               external={cut: cut_buf.read})
+    dims = target.shape.dims
+    idx = tuple(em.names.fresh("i") for _ in dims)
+    try:
+        with buf.block(""):
+            for d, (var, n) in enumerate(zip(idx, dims)):
+                if d == 0 and target.shape.num_elements >= em.gen.options.parallel_threshold and n > 1:
+                    buf.line("#pragma omp parallel for schedule(static)")
+                buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
+                buf._level += 1
+            value = emitter.emit(comp.root_name, idx)
+            buf.line(f"{target.ptr}[{linear_index(target.shape, idx)}] = {C.store(target.shape.dtype, value)};")
+            for _ in dims:
+                buf._level -= 1
+                buf.line("}")
+    except CodegenUnsupported:
+        em.names.counter = mark
+        return None
+    return buf
+

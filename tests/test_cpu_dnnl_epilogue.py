@@ -1,0 +1,230 @@
+"""Output fusions through oneDNN: which epilogues become post-ops, and what runs after the library op.
+
+Each kOutput fusion (HLO text, in the forms TF's lowering produces: select/compare for relu and relu6,
+power for x^3, divide by sqrt(2), ...) is checked for structure (the post-ops appended in the
+generated C, in order, and whether an elemental loop is left) and for numbers against
+``hlo.evaluate`` at rtol 1e-4 (see tests/test_cpu_dnnl.py for why not bit-exact).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+import hlo
+from backends.cpu import dnnl
+from tests.test_cpu_dnnl import cache, check_numbers, compile_text, uses_dnnl  # noqa: F401  (cache: fixture)
+
+pytestmark = pytest.mark.skipif(dnnl.find_install() is None, reason="oneDNN is not installed")
+
+
+# --- output fusions: epilogues as post-ops ----------------------------------------------------------
+
+def output_fusion(epilogue: str, hero: str = "dot") -> str:
+    """A kOutput fusion of a [6,10]x[10,16] dot (or a 3x3 NHWC convolution to [1,6,6,16]) with bias %x
+    and the given epilogue lines (ending in ROOT %y); the fusion also reads a residual %p3 and a scalar %p4."""
+    if hero == "dot":
+        lhs, rhs, out, dims = "f32[6,10]", "f32[10,16]", "f32[6,16]", "1"
+        op = f"%d = {out} dot(%p0, %p1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}"
+    else:
+        lhs, rhs, out, dims = "f32[1,8,8,5]", "f32[3,3,5,16]", "f32[1,6,6,16]", "3"
+        op = f"%d = {out} convolution(%p0, %p1), window={{size=3x3}}, dim_labels=b01f_01io->b01f"
+    body = textwrap.dedent(epilogue).strip().replace("$T", out)
+    return f"""HloModule fused_{hero}
+%fused (p0: {lhs}, p1: {rhs}, p2: f32[16], p3: {out}, p4: f32[]) -> {out} {{
+  %p0 = {lhs} parameter(0)
+  %p1 = {rhs} parameter(1)
+  %p2 = f32[16] parameter(2)
+  %p3 = {out} parameter(3)
+  %p4 = f32[] parameter(4)
+  {op}
+  %bb = {out} broadcast(%p2), dimensions={{{dims}}}
+  %x = {out} add(%d, %bb)
+{textwrap.indent(body, '  ')}
+}}
+ENTRY %main (a: {lhs}, w: {rhs}, b: f32[16], r: {out}, s: f32[]) -> {out} {{
+  %a = {lhs} parameter(0)
+  %w = {rhs} parameter(1)
+  %b = f32[16] parameter(2)
+  %r = {out} parameter(3)
+  %s = f32[] parameter(4)
+  ROOT %f = {out} fusion(%a, %w, %b, %r, %s), kind=kOutput, calls=%fused
+}}
+"""
+
+
+ZERO = "%c0 = f32[] constant(0)\n%z = $T broadcast(%c0), dimensions={}\n"
+SIX = "%c6 = f32[] constant(6)\n%six = $T broadcast(%c6), dimensions={}\n"
+RELU_TF = ZERO + "%lt = pred[6,16] compare(%x, %z), direction=LT\n%r = $T select(%lt, %z, %x)\n"
+# (epilogue, the post-ops it must become, in order). "bias" is the matmul/convolution bias argument.
+EPILOGUES = {
+    "bias_only": ("ROOT %y = $T add(%d, %bb)", ["bias"]),
+    "relu_maximum": (ZERO + "ROOT %y = $T maximum(%x, %z)", ["bias", "relu"]),
+    "relu_tf_select": (ZERO + "%lt = pred[6,16] compare(%x, %z), direction=LT\nROOT %y = $T select(%lt, %z, %x)",
+                       ["bias", "relu"]),
+    "relu6_tf_select": (RELU_TF + SIX + "%gt = pred[6,16] compare(%six, %r), direction=LT\n"
+                        "ROOT %y = $T select(%gt, %six, %r)", ["bias", "clip(0, 6)"]),
+    "relu6_clamp": (ZERO + SIX + "ROOT %y = $T clamp(%z, %x, %six)", ["bias", "clip(0, 6)"]),
+    "gelu_tanh_tf": ("""
+        %h = f32[] constant(0.5)
+        %hb = $T broadcast(%h), dimensions={}
+        %hx = $T multiply(%hb, %x)
+        %one = f32[] constant(1)
+        %c = f32[] constant(0.797884583)
+        %k = f32[] constant(0.044715)
+        %three = f32[] constant(3)
+        %p3b = $T broadcast(%three), dimensions={}
+        %cube = $T power(%x, %p3b)
+        %kb = $T broadcast(%k), dimensions={}
+        %kc = $T multiply(%kb, %cube)
+        %inner = $T add(%x, %kc)
+        %cb = $T broadcast(%c), dimensions={}
+        %arg = $T multiply(%cb, %inner)
+        %t = $T tanh(%arg)
+        %oneb = $T broadcast(%one), dimensions={}
+        %opt = $T add(%oneb, %t)
+        ROOT %y = $T multiply(%hx, %opt)""", ["bias", "gelu_tanh"]),
+    "gelu_tanh_regrouped": ("""
+        %xx = $T multiply(%x, %x)
+        %cube = $T multiply(%xx, %x)
+        %k = f32[] constant(0.044715)
+        %kb = $T broadcast(%k), dimensions={}
+        %kc = $T multiply(%cube, %kb)
+        %inner = $T add(%kc, %x)
+        %c = f32[] constant(0.797884583)
+        %cb = $T broadcast(%c), dimensions={}
+        %arg = $T multiply(%inner, %cb)
+        %t = $T tanh(%arg)
+        %one = f32[] constant(1)
+        %oneb = $T broadcast(%one), dimensions={}
+        %opt = $T add(%t, %oneb)
+        %h = f32[] constant(0.5)
+        %hb = $T broadcast(%h), dimensions={}
+        %ho = $T multiply(%opt, %hb)
+        ROOT %y = $T multiply(%x, %ho)""", ["bias", "gelu_tanh"]),
+    "min_only": (SIX + "ROOT %y = $T minimum(%x, %six)", ["bias", "clip(-inf, 6)"]),
+    "relu6_min_max": (ZERO + SIX + "%m = $T maximum(%z, %x)\nROOT %y = $T minimum(%m, %six)", ["bias", "clip(0, 6)"]),
+    "gelu_erf": ("""
+        %r2 = f32[] constant(1.41421354)
+        %r2b = $T broadcast(%r2), dimensions={}
+        %xs = $T divide(%x, %r2b)
+        %e = $T erf(%xs)
+        %one = f32[] constant(1)
+        %oneb = $T broadcast(%one), dimensions={}
+        %ope = $T add(%e, %oneb)
+        %xo = $T multiply(%x, %ope)
+        %h = f32[] constant(0.5)
+        %hb = $T broadcast(%h), dimensions={}
+        ROOT %y = $T multiply(%xo, %hb)""", ["bias", "gelu_erf"]),
+    "sigmoid": ("ROOT %y = $T logistic(%x)", ["bias", "logistic"]),
+    "tanh": ("ROOT %y = $T tanh(%x)", ["bias", "tanh"]),
+    "swish": ("%l = $T logistic(%x)\nROOT %y = $T multiply(%l, %x)", ["bias", "swish"]),
+    "elu_tf": (ZERO + "%lt = pred[6,16] compare(%x, %z), direction=LT\n%em = $T exponential-minus-one(%x)\n"
+               "ROOT %y = $T select(%lt, %em, %x)", ["bias", "elu"]),
+    "residual": (ZERO + "%m = $T maximum(%x, %z)\nROOT %y = $T add(%p3, %m)", ["bias", "relu", "binary_add"]),
+    "scale_constant": ("%q = f32[] constant(0.25)\n%qb = $T broadcast(%q), dimensions={}\n"
+                       "ROOT %y = $T multiply(%x, %qb)", ["bias", "linear(0.25, 0)"]),
+    "scale_parameter": ("%sb = $T broadcast(%p4), dimensions={}\nROOT %y = $T multiply(%sb, %x)",
+                        ["bias", "binary_mul"]),
+}
+_PO_TEXT = {"relu": "dnnl_eltwise_relu, 0.0f, 0.0f", "clip(0, 6)": "dnnl_eltwise_clip, 0.0f, 6.0f",
+            "clip(-inf, 6)": "dnnl_eltwise_clip, (-INFINITY), 6.0f",
+            "linear(0.25, 0)": "dnnl_eltwise_linear, 0.25f, 0.0f"}
+
+
+def _expected_source(op: str) -> str:
+    if op.startswith("binary_"):
+        return f"dnnl_post_ops_append_binary(po, dnnl_{op}"
+    return "dnnl_post_ops_append_eltwise(po, " + _PO_TEXT.get(op, f"dnnl_eltwise_{op},")
+
+
+@pytest.mark.parametrize("hero", ["dot", "conv"])
+@pytest.mark.parametrize("case", list(EPILOGUES))
+def test_epilogue_becomes_post_ops(case: str, hero: str, cache) -> None:
+    epilogue, ops = EPILOGUES[case]
+    if hero == "conv":
+        epilogue = epilogue.replace("pred[6,16]", "pred[1,6,6,16]")
+    exe = compile_text(output_fusion(epilogue, hero), cache)
+    src = exe.source
+    assert uses_dnnl(exe)
+    assert "for (int64_t" not in src[src.index("static int comp_0"):]  # no elemental loop left
+    appended = [line for line in src.splitlines() if "dnnl_post_ops_append" in line]
+    assert len(appended) == len(ops) - 1
+    for line, op in zip(appended, ops[1:]):
+        assert _expected_source(op) in line
+    check_numbers(exe)
+
+
+# --- partial matches: the library result feeds an elemental loop ------------------------------------
+
+PARTIAL = {  # (epilogue, post-ops expected before the elemental loop)
+    "leaky_relu_after_bias": (ZERO + "%gt = pred[6,16] compare(%x, %z), direction=GT\n%a2 = f32[] constant(0.2)\n"
+                              "%a2b = $T broadcast(%a2), dimensions={}\n%ax = $T multiply(%a2b, %x)\n"
+                              "ROOT %y = $T select(%gt, %x, %ax)", 0),
+    "sine_after_relu": (ZERO + "%m = $T maximum(%x, %z)\nROOT %y = $T sine(%m)", 1),
+    "hero_read_twice": (ZERO + "%m = $T maximum(%d, %z)\nROOT %y = $T add(%m, %d)", -1),
+}
+
+
+@pytest.mark.parametrize("case", list(PARTIAL))
+def test_unmatched_epilogue_runs_after_the_library_op(case: str, cache) -> None:
+    epilogue, n_post_ops = PARTIAL[case]
+    exe = compile_text(output_fusion(epilogue), cache)
+    src = exe.source
+    assert uses_dnnl(exe)
+    assert "for (int64_t" in src[src.index("static int comp_0"):]
+    assert src.count("dnnl_post_ops_append") == max(n_post_ops, 0)
+    assert ("DNNL_ARG_BIAS" in src) == (n_post_ops >= 0)
+    check_numbers(exe)
+
+
+def test_relu_post_op_maps_nan_to_zero_like_tf_graph_mode(cache) -> None:
+    """A documented deviation from the evaluator: oneDNN's relu/clip post-ops return 0 for NaN, where
+    maximum/select propagate it (TF graph mode's fused MatMul+Relu does the same as we do; TF XLA and
+    eager keep the NaN). Other post-ops (elu, gelu, logistic, tanh, binary) propagate NaN."""
+    exe = compile_text(output_fusion(EPILOGUES["relu6_tf_select"][0]), cache)
+    a = np.ones((6, 10), np.float32)
+    a[0, 0] = np.nan
+    args = [a, np.ones((10, 16), np.float32), np.zeros(16, np.float32), np.zeros((6, 16), np.float32),
+            np.float32(1)]
+    got, want = exe(*args)[0], hlo.evaluate(exe.module, *args)[0]
+    assert np.isnan(want[0]).all() and (got[0] == 0).all()
+    np.testing.assert_array_equal(got[1:], want[1:])
+
+
+def test_result_in_place_of_the_residual(cache) -> None:
+    """Buffer assignment may write a fusion's result over a dying operand read only elementwise, e.g. the
+    residual: oneDNN accumulates in dst before its binary post-op reads that operand, so the kernel routes
+    dst through scratch when they alias (here: the caller passes the residual's buffer as the output)."""
+    import ctypes
+
+    m, k, n = 64, 784, 256
+    text = f"""HloModule residual_in_place
+%fused (p0: f32[{m},{k}], p1: f32[{k},{n}], p2: f32[{m},{n}]) -> f32[{m},{n}] {{
+  %p0 = f32[{m},{k}] parameter(0)
+  %p1 = f32[{k},{n}] parameter(1)
+  %p2 = f32[{m},{n}] parameter(2)
+  %d = f32[{m},{n}] dot(%p0, %p1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  ROOT %y = f32[{m},{n}] add(%d, %p2)
+}}
+ENTRY %main (a: f32[{m},{k}], w: f32[{k},{n}], r: f32[{m},{n}]) -> f32[{m},{n}] {{
+  %a = f32[{m},{k}] parameter(0)
+  %w = f32[{k},{n}] parameter(1)
+  %r = f32[{m},{n}] parameter(2)
+  ROOT %f = f32[{m},{n}] fusion(%a, %w, %r), kind=kOutput, calls=%fused
+}}
+"""
+    exe = compile_text(text, cache)
+    assert "const int alias_ =" in exe.source
+    a, w, r = (np.random.default_rng(s).standard_normal(d).astype(np.float32) for s, d in
+               ((0, (m, k)), (1, (k, n)), (2, (m, n))))
+    want = a.astype(np.float64) @ w + r
+    kernel = exe.kernel
+    ins = (ctypes.c_void_p * 3)(a.ctypes.data, w.ctypes.data, r.ctypes.data)
+    outs = (ctypes.c_void_p * 1)(r.ctypes.data)
+    dims = (ctypes.c_int64 * 6)(m, k, k, n, m, n)
+    err = ctypes.create_string_buffer(256)
+    assert kernel.lib.tfxla_run(kernel._state, ins, dims, outs, kernel._scratch_ptr, err, 256) == 0, err.value
+    np.testing.assert_allclose(r, want, rtol=1e-4, atol=1e-3)
