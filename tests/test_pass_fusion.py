@@ -281,7 +281,8 @@ def test_every_opcode_is_classified() -> None:
     for op in Opcode:
         fusible = (op.is_elementwise and not op.has_side_effect) or op in FUSIBLE_DATA
         assert fusible != (op in NOT_FUSIBLE or op.has_side_effect), op
-    for op in (Opcode.REDUCE_WINDOW, Opcode.GATHER, Opcode.SCATTER, Opcode.SORT, Opcode.CONVOLUTION,
+    assert Opcode.CONVOLUTION in FUSIBLE_DATA  # as the hero of an output fusion (oneDNN + post-ops)
+    for op in (Opcode.REDUCE_WINDOW, Opcode.GATHER, Opcode.SCATTER, Opcode.SORT,
                Opcode.BITCAST_CONVERT, Opcode.WHILE, Opcode.CONDITIONAL, Opcode.CALL, Opcode.CUSTOM_CALL,
                Opcode.RNG, Opcode.PARAMETER, Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT):
         assert op in NOT_FUSIBLE
@@ -406,3 +407,31 @@ def test_fused_modules_evaluate_identically_on_other_inputs(text: str) -> None:
         args = random_args(module, seed)
         for got, ref in zip(hlo.evaluate(out, *args), hlo.evaluate(module, *args)):
             np.testing.assert_array_equal(got, ref)
+
+
+def test_convolution_with_bias_and_relu_becomes_one_output_fusion() -> None:
+    import numpy as np
+
+    import backends.cpu as cpu
+
+    module = hlo.parse_module("""
+HloModule conv_epilogue
+ENTRY %main (x: f32[1,8,8,3], k: f32[3,3,3,4], b: f32[4]) -> f32[1,8,8,4] {
+  %x = f32[1,8,8,3]{3,2,1,0} parameter(0)
+  %k = f32[3,3,3,4]{3,2,1,0} parameter(1)
+  %b = f32[4]{0} parameter(2)
+  %conv = f32[1,8,8,4]{3,2,1,0} convolution(%x, %k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  %bb = f32[1,8,8,4]{3,2,1,0} broadcast(%b), dimensions={3}
+  %add = f32[1,8,8,4]{3,2,1,0} add(%conv, %bb)
+  %zero = f32[] constant(0)
+  %z = f32[1,8,8,4]{3,2,1,0} broadcast(%zero), dimensions={}
+  ROOT %relu = f32[1,8,8,4]{3,2,1,0} maximum(%add, %z)
+}""")
+    fused = FusionPass().run(module)
+    fusions = [i for i in fused.entry.instructions if i.opcode is Opcode.FUSION]
+    assert len(fusions) == 1 and str(fusions[0].attr("kind").value) == "kOutput"
+    assert fused.entry.root.opcode is Opcode.FUSION
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(p.shape.dims).astype(np.float32) for p in module.entry.parameters]
+    (got,) = cpu.compile(fused)(*args)
+    np.testing.assert_allclose(got, hlo.evaluate(module, *args)[0], rtol=1e-4, atol=1e-4)

@@ -49,7 +49,7 @@ class FusionOptions:
 # Data movement and structure the elemental emitter handles inside a loop nest.
 FUSIBLE_DATA = frozenset({
     O.BROADCAST, O.RESHAPE, O.BITCAST, O.TRANSPOSE, O.SLICE, O.DYNAMIC_SLICE, O.DYNAMIC_UPDATE_SLICE,
-    O.PAD, O.CONCATENATE, O.REVERSE, O.IOTA, O.CONSTANT, O.REDUCE, O.DOT, O.MAP,
+    O.PAD, O.CONCATENATE, O.REVERSE, O.IOTA, O.CONSTANT, O.REDUCE, O.DOT, O.CONVOLUTION, O.MAP,
 })
 
 _OWN_KERNEL = "runs as its own kernel, not inside a loop nest"
@@ -69,7 +69,6 @@ NOT_FUSIBLE: dict[Opcode, str] = {
     O.SELECT_AND_SCATTER: f"is a select-and-scatter ({_OWN_KERNEL})",
     O.GATHER: f"is a gather ({_NOT_YET})",
     O.REDUCE_WINDOW: f"is a reduce-window ({_NOT_YET}; a window reads each input element many times)",
-    O.CONVOLUTION: f"is a convolution ({_NOT_YET}; dense convolutions belong to a library kernel)",
     O.BITCAST_CONVERT: f"is a bitcast-convert ({_NOT_YET})",
     O.DYNAMIC_RESHAPE: "is a dynamic-reshape (dynamic shapes)",
     O.RNG: "is an rng (random, side effect)",
@@ -83,7 +82,8 @@ NOT_FUSIBLE: dict[Opcode, str] = {
     O.OPTIMIZATION_BARRIER: "is an optimization barrier",
 }
 
-# Opcodes whose presence makes a fusion kInput (reduce) or kOutput (dot; convolution once it can fuse).
+# Opcodes whose presence makes a fusion kInput (reduce) or kOutput (dot, convolution: library kernels
+# with their elementwise epilogue).
 REDUCTION_HEROES = frozenset({O.REDUCE})
 OUTPUT_HEROES = frozenset({O.DOT, O.CONVOLUTION})
 HEROES = REDUCTION_HEROES | OUTPUT_HEROES
