@@ -8,6 +8,7 @@ compiler can inline and vectorize them.
 
 from __future__ import annotations
 
+from backends.cpu.vmath import VMATH_C
 from hlo.dtypes import PrimitiveType as P
 
 # (hlo type, C type, unsigned C type, min, max)
@@ -122,4 +123,4 @@ def _int_helpers() -> str:
     return "".join(parts)
 
 
-PRELUDE = _HEADER + _int_helpers()
+PRELUDE = _HEADER + _int_helpers() + VMATH_C

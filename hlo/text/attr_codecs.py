@@ -21,18 +21,6 @@ from hlo.text.scanner import Scanner, quote
 # --- readers --------------------------------------------------------------
 
 
-def read_int_list(s: Scanner) -> tuple[int, ...]:
-    s.expect("{")
-    items: list[int] = []
-    if not s.accept("}"):
-        while True:
-            items.append(s.integer())
-            if s.accept("}"):
-                break
-            s.expect(",", "',' or '}'")
-    return tuple(items)
-
-
 def _read_list(s: Scanner, item: Callable[[Scanner], Any]) -> tuple:
     s.expect("{")
     items: list = []
@@ -43,6 +31,10 @@ def _read_list(s: Scanner, item: Callable[[Scanner], Any]) -> tuple:
                 break
             s.expect(",", "',' or '}'")
     return tuple(items)
+
+
+def read_int_list(s: Scanner) -> tuple[int, ...]:
+    return _read_list(s, Scanner.integer)
 
 
 def read_comp_ref(s: Scanner) -> CompRef:
