@@ -23,7 +23,7 @@ import numpy as np
 from hlo.attributes import PadDim
 from hlo.lowering.ops import _reduce_util as ru
 from hlo.lowering.ops._shape_util import reverse
-from hlo.lowering.ops.strided_slice import NEW_AXIS, _canonical, _dense
+from hlo.lowering.ops.strided_slice import NEW_AXIS, slice_spec
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL, FLOATS, NUMERIC
 from hlo.opcodes import Opcode
@@ -149,14 +149,7 @@ def broadcast_gradient_args_rule(ctx):
 def strided_slice_grad(ctx):
     dy = ctx.inputs[4]
     dims = ctx.const_ints(0)
-    begin, end, strides = ctx.const_ints(1), ctx.const_ints(2), ctx.const_ints(3)
-    if not len(begin) == len(end) == len(strides):
-        raise ctx.error(f"begin, end and strides must have the same length, got {len(begin)}, {len(end)}, "
-                        f"{len(strides)}")
-    masks = {k: ctx.attr(k, 0) for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
-                                         "shrink_axis_mask")}
-    dense, final = _dense(ctx, len(dims), begin, end, strides, masks)
-    slices = [_canonical(ctx, i, n, spec) for i, (n, spec) in enumerate(zip(dims, dense))]
+    slices, final = slice_spec(ctx, dims, first=1)
     sizes = [s.size() for s in slices]
     want = [1 if d == NEW_AXIS else sizes[d] for d in final]
     if list(dy.shape.dims) != want:

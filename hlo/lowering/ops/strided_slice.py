@@ -95,18 +95,24 @@ def _canonical(ctx, axis: int, n: int, spec) -> DimSlice:
     return DimSlice(bound(begin, begin_masked, False), bound(end, end_masked, True), stride, False)
 
 
-@register_lowering("StridedSlice", dtypes=ALL, const_inputs=(1, 2, 3))
-def strided_slice(ctx):
-    x = ctx.inputs[0]
-    dims = ctx.dims(x)
-    begin, end, strides = ctx.const_ints(1), ctx.const_ints(2), ctx.const_ints(3)
+def slice_spec(ctx, dims, first: int) -> tuple[list[DimSlice], list[int]]:
+    """The per-dim slices and final shape of a strided slice of ``dims`` whose constant begin, end and
+    strides are inputs ``first``.. ``first + 2`` (StridedSlice and StridedSliceGrad share this)."""
+    begin, end, strides = ctx.const_ints(first), ctx.const_ints(first + 1), ctx.const_ints(first + 2)
     if not len(begin) == len(end) == len(strides):
         raise ctx.error(f"begin, end and strides must have the same length, got {len(begin)}, {len(end)}, "
                         f"{len(strides)}")
     masks = {k: ctx.attr(k, 0) for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
                                          "shrink_axis_mask")}
     dense, final = _dense(ctx, len(dims), begin, end, strides, masks)
-    slices = [_canonical(ctx, i, n, spec) for i, (n, spec) in enumerate(zip(dims, dense))]
+    return [_canonical(ctx, i, n, spec) for i, (n, spec) in enumerate(zip(dims, dense))], final
+
+
+@register_lowering("StridedSlice", dtypes=ALL, const_inputs=(1, 2, 3))
+def strided_slice(ctx):
+    x = ctx.inputs[0]
+    dims = ctx.dims(x)
+    slices, final = slice_spec(ctx, dims, first=1)
     flipped = [i for i, s in enumerate(slices) if s.stride < 0]
     x = reverse(ctx, x, flipped)
     starts, limits, steps = [], [], []
