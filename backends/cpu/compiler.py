@@ -51,7 +51,8 @@ class CompilerOptions:
     cc: str = field(default_factory=lambda: os.environ.get("CC", "gcc"))
     opt_flags: tuple[str, ...] = ("-O3",)
     # -mno-avx512fp16: GCC 12's SLP vectorizer drops the rounding in (float)(_Float16)x with AVX512-FP16.
-    target_flags: tuple[str, ...] = ("-march=native", "-mno-avx512fp16")
+    # -mprefer-vector-width=512: GCC defaults to 256-bit vectors here; 512 measured 1.25x faster on gelu.
+    target_flags: tuple[str, ...] = ("-march=native", "-mno-avx512fp16", "-mprefer-vector-width=512")
     openmp: bool = True
     extra_flags: tuple[str, ...] = ()
     libraries: tuple[str, ...] = ("-lm",)
