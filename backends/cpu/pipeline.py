@@ -1,7 +1,8 @@
 """The CPU backend's HLO optimization pipeline (what ``backends.cpu.compile`` runs before codegen).
 
 simplify (algebraic simplification, constant folding, DCE, CSE to a fixed
-point) -> fusion -> DCE. Every pass is verified after it runs; ``dump`` is
+point) -> fusion -> layout assignment -> DCE. (Buffer assignment runs in the
+code generator, which owns the schedule.) Every pass is verified after it runs; ``dump`` is
 called after every pass that changed the module (XLA-style per-pass dumps).
 """
 
@@ -16,6 +17,7 @@ from hlo.passes.algsimp import AlgebraicSimplifier
 from hlo.passes.constant_folding import ConstantFolding
 from hlo.passes.cse import CommonSubexpressionElimination
 from hlo.passes.dce import DeadCodeElimination
+from hlo.passes.layout_assignment import LayoutAssignment
 
 
 @dataclass
@@ -36,7 +38,7 @@ def cpu_passes(fusion: bool = True) -> list:
         from hlo.passes.fusion import FusionPass
 
         passes.append(FusionPass())
-    passes.append(DeadCodeElimination())
+    passes += [LayoutAssignment(), DeadCodeElimination()]
     return passes
 
 
