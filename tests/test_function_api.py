@@ -215,3 +215,15 @@ def test_input_signature_is_enforced() -> None:
     _close(f(tf.constant([[1.0, 2.0], [3.0, 4.0]])), [[2.0, 4.0], [6.0, 8.0]])
     with pytest.raises(TypeError, match="not compatible with input_signature"):
         f(tf.constant([[1.0, 2.0, 3.0]]))
+
+
+def test_several_clusters_compile_and_run() -> None:
+    def fn(x):
+        a = tf.exp(x) * 2.0 + tf.sin(x) - 1.0
+        s = tf.strings.as_string(a)  # stays in TF and splits the graph
+        return tf.exp(tf.strings.to_number(s) * 0.5 + 1.0) * 0.5 - tf.sqrt(tf.abs(tf.strings.to_number(s)))
+
+    f = tfxla_plugin.function(fn, jit_compile="auto")
+    x = tf.constant(RNG.standard_normal(7).astype(np.float32))
+    _close(f(x), fn(x), rtol=1e-4, atol=1e-4)
+    assert len(f.compiled_graph(x).clusters) == 2

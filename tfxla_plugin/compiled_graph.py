@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import tensorflow as tf
 from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
@@ -51,11 +53,17 @@ class CompiledGraph:
                 raise UnsupportedGraphError.from_nodes(cf, analysis, bad)
         if flags.dump_to:
             _dump_graph(flags, cf, analysis)
-        compiled = []
-        for spec in analysis.clusters:
-            compiled.append(compile_cluster(spec.name, spec.graph_def, spec.input_specs(), spec.output_tensors(),
-                                            flags, sources=getattr(analysis, "sources", None),
-                                            library=spec.graph_def.library))
+        def compile_one(spec) -> CompiledCluster:
+            return compile_cluster(spec.name, spec.graph_def, spec.input_specs(), spec.output_tensors(), flags,
+                                   sources=getattr(analysis, "sources", None), library=spec.graph_def.library)
+
+        # Independent clusters compile concurrently: the C compiler runs in subprocesses.
+        workers = min(len(analysis.clusters), os.cpu_count() or 1)
+        if workers > 1:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                compiled = list(pool.map(compile_one, analysis.clusters))
+        else:
+            compiled = [compile_one(spec) for spec in analysis.clusters]
         by_name = {c.name: c for c in compiled}
 
         def launch(spec) -> LaunchSpec:
