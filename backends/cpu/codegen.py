@@ -21,6 +21,7 @@ from typing import Callable, Union
 
 from backends.codegen.buffer import IndentedBuffer
 from backends.cpu import ctypes_c as C
+from backends.cpu.column_reduce import column_reduce
 from backends.cpu.buffer_assignment import Arena, can_write_in_place, last_uses
 from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, Names, linear_index
 from backends.cpu.prelude import PRELUDE
@@ -279,6 +280,8 @@ class ComputationEmitter:
             root = inst.name
         idx = tuple(self.names.fresh("i") for _ in dims)
         with buf.block(""):
+            if len(outs) == 1 and column_reduce(emitter, emitter.comp[root], outs[0], buf, self.names):
+                return
             inner = inner_work(self.gen.module, inst)
             work = outs[0].shape.num_elements * inner
             parallel_outer = work >= self.gen.options.parallel_threshold and bool(dims) and dims[0] > 1
