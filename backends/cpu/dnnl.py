@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import math
 import os
 import re
 import sys
@@ -38,6 +39,9 @@ log = logging.getLogger("tfxla_plugin")
 
 DNNL_TYPES = {P.F32: "dnnl_f32", P.BF16: "dnnl_bf16", P.F16: "dnnl_f16"}
 MAX_POST_OPS = 16  # the size of po_md in tfxla_dnnl_init_N
+# Convolution weights that are a parameter, of at least this many elements, are given to oneDNN in their
+# own layout (no per-call reorder) when it picks the same implementation for them as for its preferred one.
+PLAIN_CONV_WEIGHTS_MIN = 65536
 _ISA_NEEDED = {P.F32: 0x0, P.BF16: 0xE7, P.F16: 0x1EF}  # dnnl_cpu_isa_avx512_core_bf16 / _fp16 bits
 
 
@@ -154,7 +158,8 @@ class ConvWindow:
 class DnnlPrimitive:
     """A matmul (``conv is None``) or forward convolution. Weights are used in place when they are a
     parameter of a matmul, reordered once at init when they are a constant, and reordered per call into
-    the layout oneDNN picks when they are a parameter of a convolution."""
+    the layout oneDNN picks when they are a parameter of a convolution, unless they are large
+    (``PLAIN_CONV_WEIGHTS_MIN``) and oneDNN runs the same implementation on them in place (chosen at init)."""
 
     label: str  # the HLO instruction, for messages
     src: Tensor
@@ -297,8 +302,25 @@ class DnnlPrimitive:
         else:
             w = self.conv
             names = [dims(v) for v in (w.strides, w.dilates, w.pad_l, w.pad_r)]
-            check(f"dnnl_convolution_forward_primitive_desc_create(&pd, eng, dnnl_forward_inference, "
-                  f"dnnl_convolution_direct, md[0], {wei_md}, md[3], md[4], {', '.join(names)}, attr)")
+            create = (f"dnnl_convolution_forward_primitive_desc_create(%s, eng, dnnl_forward_inference, "
+                      f"dnnl_convolution_direct, md[0], %s, md[3], md[4], {', '.join(names)}, attr)")
+            check(create % ("&pd", wei_md))
+            if mode == "reorder" and math.prod(self.wei.dims) >= PLAIN_CONV_WEIGHTS_MIN:
+                # Large parameter weights: reordering them on every call (cache-cold, read + write) costs
+                # about as much as the convolution. When oneDNN runs the same implementation on the
+                # weights as they are (e.g. brgconv on hwio), use that and skip the reorder; otherwise
+                # (e.g. depthwise: brdgmm_dw blocked vs brgconv plain, ~10x slower) keep the blocked one.
+                with body.block(""):
+                    body.line("dnnl_primitive_desc_t ppd_ = NULL;")
+                    body.line("const char *any_ = NULL, *plain_ = NULL;")
+                    with body.block(f"if ({create % ('&ppd_', 'md[1]')} == dnnl_success "
+                                    "&& dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &any_) "
+                                    "== dnnl_success && dnnl_primitive_desc_query(ppd_, dnnl_query_impl_info_str, "
+                                    "0, &plain_) == dnnl_success && any_ && plain_ && !strcmp(any_, plain_))"):
+                        body.line("dnnl_primitive_desc_destroy(pd);")
+                        body.line("pd = ppd_;")
+                        body.line("ppd_ = NULL;")
+                    body.line("if (ppd_) dnnl_primitive_desc_destroy(ppd_);")
         check(f"dnnl_primitive_create(&st->{p}_prim, pd)")
         check(f"dnnl_memory_create(&st->{p}_m[0], md[0], eng, DNNL_MEMORY_NONE)")
         check(f"dnnl_memory_create(&st->{p}_m[3], md[4], eng, DNNL_MEMORY_NONE)")
