@@ -23,8 +23,9 @@ import tensorflow as tf
 from google.protobuf import text_format
 
 import tfxla_plugin
+from bench.models import randomize_batch_norm
 
-keras = pytest.importorskip("keras")
+import keras  # noqa: E402  (installed with TensorFlow)
 
 pytestmark = pytest.mark.slow
 
@@ -162,17 +163,6 @@ def small_cnn():
 def test_small_cnn_batch_8() -> None:
     model = small_cnn()
     check_compiled("small CNN", lambda x: model(x, training=False), [_normal(8, 32, 32, 3)], scaled=True)
-
-
-def randomize_batch_norm(model, rng: np.random.Generator) -> None:
-    """Fresh models have moving mean 0, variance 1, gamma 1, beta 0: give batch norm real work."""
-    for layer in model.layers:
-        if isinstance(layer, keras.layers.BatchNormalization):
-            dims = layer.gamma.shape
-            layer.gamma.assign(rng.uniform(0.5, 1.5, dims))
-            layer.beta.assign(rng.normal(0.0, 0.1, dims))
-            layer.moving_mean.assign(rng.normal(0.0, 0.1, dims))
-            layer.moving_variance.assign(rng.uniform(0.5, 1.5, dims))
 
 
 def application(name: str, size: int):

@@ -25,7 +25,7 @@ from google.protobuf import text_format
 
 import tfxla_plugin
 
-keras = pytest.importorskip("keras")
+import keras  # noqa: E402  (installed with TensorFlow)
 
 RNG = np.random.default_rng(0)
 

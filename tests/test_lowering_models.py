@@ -27,8 +27,9 @@ import tensorflow as tf
 
 import hlo
 from tests.graph_lowering_util import cut_variables, format_unsupported, lower_function, unsupported_nodes
+from bench.models import randomize_batch_norm
 
-keras = pytest.importorskip("keras")
+import keras  # noqa: E402  (installed with TensorFlow)
 
 RTOL, ATOL_SCALE = 1e-4, 1e-5
 
@@ -74,17 +75,6 @@ def check_inference(name: str, fn, *args) -> None:
     assert len(got) == len(want)
     errors = {f"out{i}": assert_close(g, w, f"{name} output {i}") for i, (g, w) in enumerate(zip(got, want))}
     report(name, lowered, seconds, errors)
-
-
-def randomize_batch_norm(model, rng: np.random.Generator) -> None:
-    """Fresh models have moving mean 0, variance 1, gamma 1, beta 0: give batch norm real work."""
-    for layer in model.layers:
-        if isinstance(layer, keras.layers.BatchNormalization):
-            dims = layer.gamma.shape
-            layer.gamma.assign(rng.uniform(0.5, 1.5, dims))
-            layer.beta.assign(rng.normal(0.0, 0.1, dims))
-            layer.moving_mean.assign(rng.normal(0.0, 0.1, dims))
-            layer.moving_variance.assign(rng.uniform(0.5, 1.5, dims))
 
 
 def logits_and_probabilities(model):
