@@ -16,6 +16,8 @@ def python_sources(graph, prefix: str = "") -> dict[str, tuple[str, int]]:
 
     skip = tuple(os.path.dirname(os.path.dirname(m.__file__)) for m in (tf,) if getattr(m, "__file__", None))
     skip += tuple(p for p in (_package_dir("keras"), _package_dir("tf_keras")) if p)
+    # Our own packages trace on the user's behalf: a node they created is attributed to the user's frame.
+    skip += tuple(p for p in (_package_dir("tfxla_plugin"), _package_dir("graph_passes")) if p)
     out: dict[str, tuple[str, int]] = {}
     for op in graph.get_operations():
         frames = op.traceback or []
