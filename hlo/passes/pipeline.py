@@ -41,7 +41,6 @@ class FixedPoint:
 
     def run(self, module: HloModule) -> HloModule:
         seen = {_fingerprint(module)}
-        start = module
         for round_no in range(1, self.max_rounds + 1):
             self.rounds_run = round_no
             before = module
@@ -52,7 +51,7 @@ class FixedPoint:
             if fp in seen:  # passes undo each other: stop instead of looping
                 break
             seen.add(fp)
-        return module if module is not start else start
+        return module
 
 
 class Pipeline:
