@@ -100,6 +100,7 @@ def test_auto_leaves_string_and_stateful_random_ops_in_tf() -> None:
     explanation = f.explain(x)
     assert "AsString" in explanation and "RandomUniform" in explanation
     assert "cluster_0" in explanation
+    assert f"({os.path.basename(__file__)}:" in explanation and "(api.py:" not in explanation  # user lines
 
 
 def test_module_method_and_keras_model() -> None:

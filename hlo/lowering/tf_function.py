@@ -14,15 +14,15 @@ def python_sources(graph, prefix: str = "") -> dict[str, tuple[str, int]]:
     the functions the graph calls (cond branches, loop bodies, nested tf.functions) as ``"<function>::<node>"``."""
     import tensorflow as tf
 
-    skip = tuple(os.path.dirname(os.path.dirname(m.__file__)) for m in (tf,) if getattr(m, "__file__", None))
-    skip += tuple(p for p in (_package_dir("keras"), _package_dir("tf_keras")) if p)
-    # Our own packages trace on the user's behalf: a node they created is attributed to the user's frame.
-    skip += tuple(p for p in (_package_dir("tfxla_plugin"), _package_dir("graph_passes")) if p)
+    skip = tuple(p for p in (_package_dir("tensorflow"), _package_dir("keras"), _package_dir("tf_keras")) if p)
+    # Our API traces on the user's behalf: nodes it creates are attributed to the user's frame.
+    api = _package_dir("tfxla_plugin")
+    skip += tuple(os.path.join(api, f) for f in ("api.py", "compiled_graph.py")) if api else ()
     out: dict[str, tuple[str, int]] = {}
     for op in graph.get_operations():
         frames = op.traceback or []
         for frame in reversed(frames):
-            if not frame.filename.startswith(skip):
+            if not frame.filename.startswith(skip) and not frame.filename.startswith("<"):
                 out[prefix + op.name] = (frame.filename, frame.lineno)
                 break
     if not prefix:  # every function called, at any depth (TF keeps them in each graph's _functions)
