@@ -228,3 +228,12 @@ def test_several_clusters_compile_and_run() -> None:
     x = tf.constant(RNG.standard_normal(7).astype(np.float32))
     _close(f(x), fn(x), rtol=1e-4, atol=1e-4)
     assert len(f.compiled_graph(x).clusters) == 2
+
+
+def test_backend_flag_other_than_cpu_is_a_clear_error(monkeypatch) -> None:
+    monkeypatch.setenv("TFXLA_FLAGS", "--backend=cuda")
+    f = tfxla_plugin.function(lambda x: x * 3.0)
+    with pytest.raises(NotImplementedError, match="only the cpu backend is available"):
+        f(tf.constant([1.0]))
+    with pytest.raises(NotImplementedError, match="backend=\"cuda\" is not available"):
+        tfxla_plugin.function(lambda x: x, backend="cuda")

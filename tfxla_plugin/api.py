@@ -117,8 +117,12 @@ class CompiledFunction:
         compiled = self._cache.get(key)
         if compiled is None:
             self._check_signature(tensors)
+            flags = Flags.from_env()
+            if flags.backend != "cpu":
+                raise NotImplementedError(f"TFXLA_FLAGS --backend={flags.backend}: only the cpu backend is "
+                                          f"available in this build")
             cf = self._tf_function.get_concrete_function(*args, **kwargs)
-            compiled = CompiledGraph.build(cf, must_compile=self._jit_compile is True, flags=Flags.from_env())
+            compiled = CompiledGraph.build(cf, must_compile=self._jit_compile is True, flags=flags)
             self._cache[key] = compiled
         return compiled, tensors
 
