@@ -62,3 +62,22 @@ def test_arena_first_fit_coalesces_free_blocks() -> None:
     assert a.allocate("d", 190, 2) == 0  # the freed 128 + 64 bytes merged into one block
     assert a.size == 256
     assert "value: <d> (size=192,offset=0): live [2, end]" in a.report("t")
+
+
+def test_row_major_reshape_is_a_view_not_a_copy() -> None:
+    m = hlo.parse_module("""
+HloModule view
+ENTRY %main (x: f32[4,6]) -> f32[3,8] {
+  %x = f32[4,6]{1,0} parameter(0)
+  %e = f32[4,6]{1,0} exponential(%x)
+  %r = f32[24]{0} reshape(%e)
+  %n = f32[24]{0} negate(%r)
+  %back = f32[3,8]{1,0} reshape(%n)
+  ROOT %t = f32[3,8]{1,0} add(%back, %back)
+}""")
+    src = generate(m).source
+    assert "%r = " not in src and "%back = " not in src  # no loop nest emitted for the views
+    assert "%n = f32[24]{0} negate" in src
+    x = np.random.default_rng(2).standard_normal((4, 6)).astype(np.float32)
+    (got,) = cpu.compile(m)(x)
+    np.testing.assert_allclose(got, hlo.evaluate(m, x)[0], rtol=1e-6)

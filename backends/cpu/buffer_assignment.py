@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo.opcodes import Opcode
-from hlo.shapes import Shape
+from hlo.shapes import Layout, Shape
 
 ALIGNMENT = 64
 _ALIAS_OPS = {Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT}
@@ -104,12 +104,24 @@ class Arena:
         return "\n".join(lines)
 
 
+def is_view(comp: HloComputation, inst: HloInstruction) -> bool:
+    """A reshape (or bitcast) that is only a new view of its operand's bytes: same element type and
+    row-major layouts on both sides, so the result aliases the operand's buffer instead of a copy."""
+    if inst.opcode not in (Opcode.RESHAPE, Opcode.BITCAST) or inst.operands[0] not in comp.by_name:
+        return False
+    src, out = comp[inst.operands[0]].shape, inst.shape
+    if not (isinstance(src, Shape) and isinstance(out, Shape)) or src.dtype != out.dtype:
+        return False
+    return all(s.layout is None or s.layout == Layout.default(s.rank) for s in (src, out)) and \
+        src.num_elements == out.num_elements and src.dtype.is_array_type
+
+
 def last_uses(comp: HloComputation) -> dict[str, int]:
     """Instruction -> schedule index of the last instruction reading it (through aliases too)."""
     index = {inst.name: i for i, inst in enumerate(comp.instructions)}
     sources: dict[str, set[str]] = {}  # value -> the buffer-owning instructions it may refer to
     for inst in comp.instructions:
-        if inst.opcode in _ALIAS_OPS:
+        if inst.opcode in _ALIAS_OPS or is_view(comp, inst):
             sources[inst.name] = set().union(*(sources.get(o, {o}) for o in inst.operands)) if inst.operands else set()
         else:
             sources[inst.name] = {inst.name}

@@ -22,7 +22,7 @@ from typing import Callable, Union
 from backends.codegen.buffer import IndentedBuffer
 from backends.cpu import ctypes_c as C
 from backends.cpu.column_reduce import column_reduce
-from backends.cpu.buffer_assignment import Arena, can_write_in_place, last_uses
+from backends.cpu.buffer_assignment import Arena, can_write_in_place, is_view, last_uses
 from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, Names, linear_index
 from backends.cpu.prelude import PRELUDE
 from hlo.dtypes import PrimitiveType
@@ -234,6 +234,10 @@ class ComputationEmitter:
             if not isinstance(src, tuple):
                 raise CodegenUnsupported(f"%{inst.name}: get-tuple-element of a non-tuple")
             self.values[inst.name] = src[inst.attr("index")]
+            return
+        if out is None and is_view(self.comp, inst):  # a new view of the operand's buffer: no copy
+            src = self.values_or_const(inst.operands[0])
+            self.values[inst.name] = Buf(src.ptr, inst.shape)
             return
         target = out if out is not None else self._target(inst)
         self.values[inst.name] = target
