@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from hlo.dtypes import PrimitiveType
-from hlo.shapes import Shape, ShapeLike, TupleShape
+from hlo.shapes import Shape, ShapeLike
 
 
 class Literal:
@@ -116,7 +116,3 @@ def format_literal(lit: Literal) -> str:
         return "{ " + ", ".join(rec(sub) for sub in a) + " }"
 
     return rec(arr)
-
-
-def literal_shape_of(shapes: list[ShapeLike]) -> TupleShape:
-    return TupleShape(tuple(shapes))

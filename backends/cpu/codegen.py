@@ -31,7 +31,6 @@ from hlo.opcodes import Opcode
 from hlo.shapes import Shape, ShapeLike, TupleShape
 
 ABI_VERSION = 1
-ALIGNMENT = 64
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,6 @@ static inline double tfxla_min(double x, double y) { return (isnan(x) || x <= y)
 #pragma omp declare reduction(tfxla_min : double : omp_out = tfxla_min(omp_out, omp_in)) initializer(omp_priv = INFINITY)
 static inline float tfxla_signf(float x) { return isnan(x) ? x : (x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x)); }
 static inline double tfxla_sign(double x) { return isnan(x) ? x : (x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x)); }
-static inline float tfxla_logisticf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline double tfxla_logistic(double x) { return 1.0 / (1.0 + exp(-x)); }
 static inline int32_t tfxla_total_f32(float x) {
   int32_t i; memcpy(&i, &x, 4); return i < 0 ? (int32_t)(INT32_MIN - (int64_t)i - 1) ^ 0 : i;
