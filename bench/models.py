@@ -154,21 +154,31 @@ def application(name: str, size: int, batch: int) -> Callable[[], Case]:
     return build
 
 
+def keras_train_step(model, optimizer):
+    """A GradientTape train step of ``model`` with ``optimizer`` (built here) and sparse categorical
+    cross-entropy on logits; returns ``train_step(x, y) -> loss``."""
+    import keras
+
+    optimizer.build(model.trainable_variables)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return train_step
+
+
 def mlp_train_step(batch: int) -> Callable[[], Case]:
     def build() -> Case:
         import keras
 
         model = mlp_model()
         optimizer = keras.optimizers.SGD(learning_rate=0.01)
-        optimizer.build(model.trainable_variables)
-        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-        def train_step(x, y):
-            with tf.GradientTape() as tape:
-                loss = loss_fn(y, model(x, training=True))
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return loss
+        train_step = keras_train_step(model, optimizer)
 
         initial = [v.numpy() for v in model.variables]
 

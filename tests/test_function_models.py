@@ -23,7 +23,7 @@ import tensorflow as tf
 from google.protobuf import text_format
 
 import tfxla_plugin
-from bench.models import randomize_batch_norm
+from bench.models import keras_train_step, randomize_batch_norm
 
 import keras  # noqa: E402  (installed with TensorFlow)
 
@@ -193,15 +193,7 @@ def test_keras_application(name: str, size: int) -> None:
 def test_mlp_train_step_sgd() -> None:
     model = mlp()
     optimizer = keras.optimizers.SGD(learning_rate=0.1)
-    optimizer.build(model.trainable_variables)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-    def train_step(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+    train_step = keras_train_step(model, optimizer)
 
     initial = [v.numpy() for v in model.variables]
 

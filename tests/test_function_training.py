@@ -24,6 +24,7 @@ import tensorflow as tf
 from google.protobuf import text_format
 
 import tfxla_plugin
+from bench.models import keras_train_step
 
 import keras  # noqa: E402  (installed with TensorFlow)
 
@@ -53,15 +54,7 @@ def train(compile_fn, initial_weights, x, y, epochs=3, batch=16):
     model = classifier()
     model.set_weights(initial_weights)
     optimizer = keras.optimizers.Adam(learning_rate=1e-2)
-    optimizer.build(model.trainable_variables)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-    def train_step(xb, yb):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(yb, model(xb, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+    train_step = keras_train_step(model, optimizer)
 
     step = compile_fn(train_step)
     losses = []
