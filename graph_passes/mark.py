@@ -157,13 +157,18 @@ def body_problem(node, library: Mapping, seen: set[str] | None = None) -> str | 
     return None
 
 
-def analysis_graph(graph_def, resource_shapes: Mapping[str, tuple[int, Sequence[int]]] | None = None):
-    """``graph_def`` imported into a fresh ``tf.Graph``, resource placeholders bound to variable shapes."""
+def analysis_graph(graph_def, resource_shapes: Mapping[str, tuple[int, Sequence[int]]] | None = None,
+                   input_shapes: Mapping[str, Sequence[int]] | None = None):
+    """``graph_def`` imported into a fresh ``tf.Graph``, resource placeholders bound to variable shapes
+    and data placeholders named in ``input_shapes`` given those (static) shapes."""
     import tensorflow as tf
 
     gd = type(graph_def)()
     gd.CopyFrom(graph_def)
     for node in gd.node:
+        if node.op == "Placeholder" and input_shapes and node.name in input_shapes:
+            node.attr["shape"].shape.CopyFrom(tf.TensorShape(list(input_shapes[node.name])).as_proto())
+            node.attr.pop("_output_shapes", None)
         if node.op == "Placeholder" and resource_shapes and node.name in resource_shapes:
             dtype, dims = resource_shapes[node.name]
             attrs = {k: v for k, v in node.attr.items() if k.startswith("_")}
@@ -267,13 +272,14 @@ def _stateless(op: str) -> bool:
 
 
 def mark_compilable(graph_def, *, resource_shapes: Mapping[str, tuple[int, Sequence[int]]] | None = None,
-                    graph=None) -> Marking:
+                    input_shapes: Mapping[str, Sequence[int]] | None = None, graph=None) -> Marking:
     """A verdict for every node of ``graph_def`` (see the module docstring for the rules).
 
     ``resource_shapes``: resource placeholder name -> (dtype enum, dims) of the variable it stands for;
-    ``graph``: an already imported analysis graph (from ``analysis_graph``) to reuse.
+    ``input_shapes``: placeholder name -> static dims to infer shapes with (a ``None`` batch dim made
+    concrete); ``graph``: an already imported analysis graph (from ``analysis_graph``) to reuse.
     """
-    graph = graph if graph is not None else analysis_graph(graph_def, resource_shapes)
+    graph = graph if graph is not None else analysis_graph(graph_def, resource_shapes, input_shapes)
     marker = _Marker(graph_def, tensor_infos(graph))
     ordered, rest = marker.index.topological_order()
     for name in ordered:  # producers first, so constants are known before their consumers ask

@@ -71,6 +71,23 @@ class ClusteringResult:
                 if ops[n] not in STRUCTURAL_OPS and not r.startswith("cluster too small")}
 
 
+def drop_clusters(result: ClusteringResult, reasons: Mapping[str, str]) -> None:
+    """Leave the clusters named in ``reasons`` in TensorFlow (in place): their nodes become excluded
+    nodes with that reason, so the summary and the rewrite agree."""
+    if not reasons:
+        return
+    c = result.clustering
+    for spec in result.clusters:
+        if spec.name in reasons:
+            for node in spec.node_names:
+                c.cluster_of.pop(node, None)
+                c.excluded[node] = reasons[spec.name]
+    order = {n.name: k for k, n in enumerate(result.graph_def.node)}
+    c.excluded = dict(sorted(c.excluded.items(), key=lambda kv: order.get(kv[0], len(order))))
+    result.clusters[:] = [s for s in result.clusters if s.name not in reasons]
+    c.clusters[:] = [s for s in c.clusters if s.name not in reasons]
+
+
 def resource_shapes_of(concrete_function) -> dict[str, tuple[int, tuple[int, ...]]]:
     """Resource placeholder name -> (dtype enum, dims) of the variable a ConcreteFunction captured."""
     from tensorflow.python.ops import handle_data_util
@@ -89,32 +106,55 @@ def resource_shapes_of(concrete_function) -> dict[str, tuple[int, tuple[int, ...
 
 def analyze(graph_def, fetches: Sequence[str], options: ClusterOptions = ClusterOptions(), *,
             resource_shapes: Mapping[str, tuple[int, Sequence[int]]] | None = None,
+            input_shapes: Mapping[str, Sequence[int]] | None = None,
             forward: bool = True) -> ClusteringResult:
     """Inline calls, forward variable values (``forward``), mark compilable nodes, cluster them and
     extract each cluster.
 
     ``fetches``: the tensors (``node:i``) and target nodes (``^node``) the caller needs;
-    ``resource_shapes``: resource placeholder -> (dtype, dims) of its variable (see ``resource_shapes_of``).
+    ``resource_shapes``: resource placeholder -> (dtype, dims) of its variable (see ``resource_shapes_of``);
+    ``input_shapes``: placeholder -> static dims used for shape inference only (the graph keeps its own).
     """
     inlined = inline_calls(graph_def, fetches)
     graph, forwarded = inlined.graph_def, []
     if forward:
         result = forward_variables(graph)
         graph, forwarded = result.graph_def, result.forwarded
-    marking = mark_compilable(graph, resource_shapes=resource_shapes)
+    marking = mark_compilable(graph, resource_shapes=resource_shapes, input_shapes=input_shapes)
     clustering = cluster_nodes(marking, options)
     clusters = extract_clusters(marking, clustering, fetches)
     return ClusteringResult(graph_def, graph, list(fetches), options, marking, clustering, clusters,
                             inlined.inlined, inlined.skipped, forwarded, inlined.origins)
 
 
-def analyze_function(concrete_function, options: ClusterOptions = ClusterOptions()) -> ClusteringResult:
-    """``analyze`` a traced ``tf.function``: its outputs and control outputs are the fetches."""
+def batched_inputs(concrete_function) -> dict[str, tuple[int | None, ...]]:
+    """Data placeholders whose leading dim is unknown and others known: name -> dims (None first)."""
+    graph = concrete_function.graph
+    n_data = len(graph.inputs) - len(graph.captures)
+    out = {}
+    for t in graph.inputs[:n_data]:
+        dims = t.shape.as_list() if t.shape.rank is not None else None
+        if dims and dims[0] is None and all(d is not None for d in dims[1:]):
+            out[t.op.name] = tuple(dims)
+    return out
+
+
+def analyze_function(concrete_function, options: ClusterOptions = ClusterOptions(), *,
+                     batch_size: int | None = None) -> ClusteringResult:
+    """``analyze`` a traced ``tf.function``: its outputs and control outputs are the fetches.
+
+    ``batch_size``: infer shapes as if every input with an unknown leading dim (``batched_inputs``) had
+    this batch size; the clusters are then extracted at that size while the graph keeps its ``None``.
+    """
     from hlo.lowering.tf_function import python_sources
 
     graph = concrete_function.graph
     fetches = [t.name for t in graph.outputs] + [f"^{op.name}" for op in graph.control_outputs]
-    result = analyze(graph.as_graph_def(), fetches, options, resource_shapes=resource_shapes_of(concrete_function))
+    input_shapes = None
+    if batch_size is not None:
+        input_shapes = {name: (batch_size, *dims[1:]) for name, dims in batched_inputs(concrete_function).items()}
+    result = analyze(graph.as_graph_def(), fetches, options, resource_shapes=resource_shapes_of(concrete_function),
+                     input_shapes=input_shapes)
     result.sources = result.node_sources(python_sources(graph))
     return result
 
@@ -178,5 +218,5 @@ def summary(result: ClusteringResult) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["STRUCTURAL_OPS", "ClusteringResult", "analyze", "analyze_function", "default_launch", "resource_shapes_of", "rewrite",
+__all__ = ["STRUCTURAL_OPS", "ClusteringResult", "analyze", "analyze_function", "batched_inputs", "drop_clusters", "default_launch", "resource_shapes_of", "rewrite",
            "summary", "summary_json"]

@@ -34,7 +34,7 @@ class LaunchSpec:
     """What the caller decides about one launch node."""
 
     attrs: Mapping[str, object] = field(default_factory=dict)  # name -> AttrValue
-    kernel_path: str | None = None  # the value of a new string Const ...
+    kernel_path: str | Sequence[str] | None = None  # the value of a new string Const (a vector for tiles) ...
     kernel_tensor: str | None = None  # ... or an existing string tensor (a placeholder fed from an Asset)
     op: str = LAUNCH_OP
 
@@ -48,7 +48,8 @@ class RewriteResult:
 
 
 def standard_attrs(spec, **extra) -> dict[str, object]:
-    """``Tin``, ``Tout``, ``output_shapes`` and ``cluster`` for ``spec``, plus ``extra`` (str, int, bytes)."""
+    """``Tin``, ``Tout``, ``output_shapes`` and ``cluster`` for ``spec``, plus ``extra`` (str, int, bytes, or a
+    list/tuple of ints or of strs); ``output_shapes`` may be passed in ``extra`` to override the specs'."""
     import tensorflow as tf
 
     attrs = {k: tf.compat.v1.AttrValue() for k in ("Tin", "Tout", "output_shapes", "cluster")}
@@ -64,6 +65,13 @@ def standard_attrs(spec, **extra) -> dict[str, object]:
             attr.i = value
         elif isinstance(value, bytes):
             attr.s = value
+        elif isinstance(value, (list, tuple)):
+            if key == "output_shapes":
+                attr.list.shape.extend(tf.TensorShape(list(d)).as_proto() for d in value)
+            elif all(isinstance(v, (int, bool)) for v in value):
+                attr.list.i.extend(int(v) for v in value)
+            else:
+                attr.list.s.extend(v.encode() if isinstance(v, str) else v for v in value)
         else:
             attr.s = str(value).encode()
         attrs[key] = attr
@@ -164,7 +172,9 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
         else:
             const = tf.compat.v1.NodeDef(name=_unique(f"{name}/kernel_path", taken), op="Const", device=spec.device)
             const.attr["dtype"].type = tf.string.as_datatype_enum
-            const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto((decided.kernel_path or "").encode()))
+            path = decided.kernel_path or ""
+            value = path.encode() if isinstance(path, str) else [p.encode() for p in path]
+            const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value, dtype=tf.string))
             placed.append(const)
             node.input.append(f"{const.name}:0")
         node.input.extend(data_input(p.tensor) for p in spec.inputs)

@@ -61,6 +61,7 @@ class CompiledFunction:
         self._plain = tf.function(target, input_signature=input_signature, reduce_retracing=reduce_retracing,
                                   autograph=autograph)
         self._cache: dict[tuple, CompiledGraph] = {}
+        self._tiled: CompiledGraph | None | bool = None  # None: not tried; False: per-shape kernels instead
         self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         functools.update_wrapper(self, fn)
 
@@ -107,7 +108,40 @@ class CompiledFunction:
             if not spec.is_compatible_with(t):
                 raise TypeError(f"{self.__name__}: argument {k} is {t}, not compatible with input_signature {spec}")
 
+    def _polymorphic(self) -> bool:
+        """An input_signature with a ``None`` leading dim: compile once for every batch size."""
+        if self._input_signature is None:
+            return False
+        specs = tf.nest.flatten(self._input_signature, expand_composites=True)
+        return any(isinstance(s, tf.TensorSpec) and s.shape.rank and s.shape[0] is None for s in specs)
+
+    def _compiled_tiled(self, args, kwargs):
+        """The batch-tiled compilation for the input_signature (see ``batch_tiling``), or None."""
+        if self._tiled is None:
+            flags = Flags.from_env()
+            from tfxla_plugin.batch_tiling import NotTileable
+
+            cf = self._plain.get_concrete_function()
+            try:
+                self._tiled = CompiledGraph.build_tiled(cf, must_compile=self._jit_compile is True, flags=flags)
+            except NotTileable as e:
+                import logging
+
+                logging.getLogger("tfxla_plugin").info(
+                    "%s: compiling per input shape instead of once for every batch size: %s", self.__name__, e)
+                self._tiled = False
+        if self._tiled is False:
+            return None
+        flat = tf.nest.flatten((args, kwargs), expand_composites=True)
+        tensors = [x for x in flat if _is_tensor_like(x) and not isinstance(x, tf.Variable)]
+        self._check_signature(tensors)
+        return self._tiled, tensors
+
     def _compiled(self, args, kwargs) -> tuple[CompiledGraph, list]:
+        if self._tiled is not False and self._polymorphic():
+            found = self._compiled_tiled(args, kwargs)
+            if found is not None:
+                return found
         if not kwargs and all(type(a) is _EagerTensor for a in args):  # the common case, kept cheap
             compiled = self._cache.get(tuple((a.dtype, a._shape_tuple()) for a in args))
             if compiled is not None:

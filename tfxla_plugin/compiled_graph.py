@@ -37,6 +37,7 @@ class CompiledGraph:
         self.rewritten = rewritten  # graph_passes RewriteResult
         self.flags = flags
         self._rebuilt = None
+        self.tiling = None  # batch_tiling.TilingResult when built by build_tiled
         self._fast = self._fast_path()
 
     # --- building -------------------------------------------------------------------
@@ -78,6 +79,20 @@ class CompiledGraph:
         rewritten = rewrite(analysis, launch)
         return cls(cf, analysis, compiled, rewritten, flags)
 
+    @classmethod
+    def build_tiled(cls, cf, *, must_compile: bool, flags: Flags, tiles=None, progress=None) -> "CompiledGraph":
+        """Like ``build`` for a function traced with ``None`` batch dims: kernels per batch tile serve every
+        batch size (``batch_tiling``); clusters that cannot be tiled stay in TensorFlow (auto) or raise."""
+        from tfxla_plugin import batch_tiling
+
+        result = batch_tiling.compile_tiled(cf, must_compile=must_compile, flags=flags,
+                                            tiles=tiles or batch_tiling.DEFAULT_TILES, progress=progress)
+        if flags.dump_to:
+            _dump_graph(flags, cf, result.analysis)
+        graph = cls(cf, result.analysis, [t.largest for t in result.tiled], result.rewritten, flags)
+        graph.tiling = result
+        return graph
+
     # --- calling ----------------------------------------------------------------------
     def _fast_path(self):
         """(cluster, [input source per launch arg]) if the rewritten graph is one launch on its inputs."""
@@ -86,7 +101,7 @@ class CompiledGraph:
         cf = self.concrete_function
         graph = cf.graph
         nodes = {n.name: n for n in self.rewritten.graph_def.node}
-        launch_name = self.rewritten.launch_nodes[self.clusters[0].name]
+        launch_name = self.rewritten.launch_nodes[self.analysis.clusters[0].name]
         launch = nodes[launch_name]
         data = [t.op.name for t in graph.inputs[:len(graph.inputs) - len(graph.captures)]]
         captured = {internal.op.name: external for external, internal in graph.captures}
@@ -126,16 +141,23 @@ class CompiledGraph:
             return None  # ~6-15 us per eager read: past this a graph call (one dispatch) is cheaper
         if any(not _only_waits_on_reads(nodes, op.name) for op in graph.control_outputs):
             return None  # side effects (assigns, prints) keep the graph path; bare reads do not
-        c = self.clusters[0]
         attrs = launch.attr
+        path_node = nodes[launch.input[0].split(":")[0]]
+        if path_node.op != "Const":
+            return None
+        extra = {key: list(attrs[key].list.i) for key in ("batch_tiles", "batched_args", "batched_results")
+                 if key in attrs}
+        if "kernel_hashes" in attrs:
+            extra["kernel_hashes"] = [h.decode() for h in attrs["kernel_hashes"].list.s]
         return {
-            "path": tf.constant(c.kernel_path),
+            "path": tf.constant(tf.make_ndarray(path_node.attr["value"].tensor)),
             "sources": sources,
             "outputs": outputs,
             "Tout": [tf.dtypes.as_dtype(t) for t in attrs["Tout"].list.type],
             "output_shapes": [tf.TensorShape(s) for s in attrs["output_shapes"].list.shape],
-            "cluster": c.name,
-            "kernel_hash": c.kernel_hash,
+            "cluster": attrs["cluster"].s.decode(),
+            "kernel_hash": attrs["kernel_hash"].s.decode(),
+            "extra": extra,
         }
 
     def call_flat(self, flat_args: list):
@@ -145,7 +167,7 @@ class CompiledGraph:
             args = [flat_args[src] if kind == "arg" else _read(src) for kind, src in fast["sources"]]
             outs = _op.load_op_library().tfxla_launch(
                 kernel_path=fast["path"], args=args, Tout=fast["Tout"], output_shapes=fast["output_shapes"],
-                cluster=fast["cluster"], kernel_hash=fast["kernel_hash"])
+                cluster=fast["cluster"], kernel_hash=fast["kernel_hash"], **fast["extra"])
             return [outs[k] for k in fast["outputs"]]
         if self._rebuilt is None:
             self._rebuilt = self._rebuild()

@@ -28,6 +28,7 @@
 #include <elf.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -46,6 +47,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "json_reader.h"
+#include "rebuild.h"
 #include "sha256.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -53,6 +55,7 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
 #include "tensorflow/core/platform/errors.h"  // TF_RETURN_IF_ERROR
+#include "tensorflow/core/platform/logging.h"
 
 namespace tfxla {
 namespace {
@@ -349,6 +352,56 @@ std::string ShapeString(const Tensor& t) {
 // ---------------------------------------------------------------------------------------------
 // The op.
 
+// Checks `t` against the kernel's compiled `spec`; a batched input may have any leading dim.
+absl::Status CheckInput(const std::string& cluster, int i, const Tensor& t, const TensorSpec& spec, bool batched,
+                        const LoadedKernel& k) {
+  bool ok = t.dims() == static_cast<int>(spec.dims.size()) && (!batched || t.dims() >= 1);
+  for (int d = batched ? 1 : 0; ok && d < t.dims(); ++d) ok = t.dim_size(d) == spec.dims[d];
+  if (ok) return absl::OkStatus();
+  std::string expected = spec.ToString();
+  if (batched && !spec.dims.empty())
+    expected = absl::StrCat(spec.hlo_type, "[?", spec.dims.size() > 1 ? "," : "",
+                            absl::StrJoin(std::vector<int64_t>(spec.dims.begin() + 1, spec.dims.end()), ","), "]");
+  return InvalidArgument("TfxlaLaunch cluster '", cluster, "': input ", i, " has shape ", ShapeString(t),
+                         ", but kernel ", k.Name(), " was compiled for ", expected, " (rank ", spec.dims.size(),
+                         ")");
+}
+
+int64_t RowBytes(const TensorSpec& spec) {
+  int64_t n = tensorflow::DataTypeSize(spec.dtype);
+  for (size_t d = 1; d < spec.dims.size(); ++d) n *= spec.dims[d];
+  return n;
+}
+
+// One launch of a tiled call: rows [start, start + rows) through kernel `tile` (rows < its tile size
+// means the tile is padded with zero rows whose results are dropped).
+struct TileStep {
+  int64_t start;
+  int tile;
+  int64_t rows;
+};
+
+// Full tiles of the largest size first; a remainder more than half of a tile size (or any remainder
+// at the smallest size) becomes one padded tile of that size, otherwise it moves down a size.
+std::vector<TileStep> PlanTiles(const std::vector<int64_t>& tiles, int64_t n, bool need_one) {
+  std::vector<int> order(tiles.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return tiles[a] > tiles[b]; });
+  std::vector<TileStep> plan;
+  int64_t start = 0, left = n;
+  for (size_t o = 0; o < order.size(); ++o) {
+    const int t = order[o];
+    for (; left >= tiles[t]; left -= tiles[t], start += tiles[t]) plan.push_back({start, t, tiles[t]});
+    if (left > 0 && (o + 1 == order.size() || 2 * left > tiles[t])) {
+      plan.push_back({start, t, left});
+      start += left;
+      left = 0;
+    }
+  }
+  if (plan.empty() && need_one) plan.push_back({0, order.back(), 0});
+  return plan;
+}
+
 class TfxlaLaunchOp : public OpKernel {
  public:
   explicit TfxlaLaunchOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -357,92 +410,266 @@ class TfxlaLaunchOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("output_shapes", &output_shapes_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("cluster", &cluster_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_hash", &kernel_hash_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("batch_tiles", &batch_tiles_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("batched_args", &batched_args_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("batched_results", &batched_results_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_hashes", &kernel_hashes_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("source_hashes", &source_hashes_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("cpu_features", &cpu_features_));
+    const std::string where = absl::StrCat("TfxlaLaunch cluster '", cluster_, "': ");
     OP_REQUIRES(ctx, output_shapes_.size() == tout_.size(),
-                InvalidArgument("TfxlaLaunch cluster '", cluster_, "': ", tout_.size(), " output types but ",
-                                output_shapes_.size(), " output shapes"));
+                InvalidArgument(where, tout_.size(), " output types but ", output_shapes_.size(), " output shapes"));
+    n_kernels_ = batch_tiles_.empty() ? 1 : static_cast<int>(batch_tiles_.size());
+    for (int64_t t : batch_tiles_) OP_REQUIRES(ctx, t >= 1, InvalidArgument(where, "batch tile ", t, " < 1"));
+    if (!batch_tiles_.empty()) {
+      OP_REQUIRES(ctx, batched_args_.size() == tin_.size() && batched_results_.size() == tout_.size(),
+                  InvalidArgument(where, "batched_args/batched_results must have one entry per input/output"));
+      bool any = false;
+      for (int64_t b : batched_args_) any = any || b != 0;
+      OP_REQUIRES(ctx, any, InvalidArgument(where, "a tiled launch needs at least one batched input"));
+    }
+    for (const auto* list : {&kernel_hashes_, &source_hashes_})
+      OP_REQUIRES(ctx, list->empty() || static_cast<int>(list->size()) == n_kernels_,
+                  InvalidArgument(where, "kernel_hashes/source_hashes need one entry per kernel (", n_kernels_, ")"));
   }
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& path_t = ctx->input(0);
-    OP_REQUIRES(
-        ctx, tensorflow::TensorShapeUtils::IsScalar(path_t.shape()),
-        InvalidArgument("TfxlaLaunch cluster '", cluster_,
-                        "': kernel_path must be a scalar string, got shape ", path_t.shape().DebugString()));
-    const LoadedKernel* k = nullptr;
-    const tensorflow::tstring& path = path_t.scalar<tensorflow::tstring>()();
-    OP_REQUIRES_OK(ctx, Resolve(absl::string_view(path.data(), path.size()), &k));
+    const bool scalar = tensorflow::TensorShapeUtils::IsScalar(path_t.shape());
+    OP_REQUIRES(ctx,
+                batch_tiles_.empty() ? scalar
+                                     : tensorflow::TensorShapeUtils::IsVector(path_t.shape()) &&
+                                           path_t.NumElements() == n_kernels_,
+                InvalidArgument("TfxlaLaunch cluster '", cluster_, "': kernel_path must be ",
+                                batch_tiles_.empty() ? "a scalar string"
+                                                     : absl::StrCat("a vector of ", n_kernels_, " strings (one per batch tile)"),
+                                ", got shape ", path_t.shape().DebugString()));
+    std::vector<std::string> paths;
+    for (int64_t i = 0; i < path_t.NumElements(); ++i) {
+      const tensorflow::tstring& p = path_t.flat<tensorflow::tstring>()(i);
+      paths.emplace_back(p.data(), p.size());
+    }
+    std::vector<const LoadedKernel*> ks;
+    OP_REQUIRES_OK(ctx, Resolve(paths, &ks));
+    if (batch_tiles_.empty()) {
+      RunStatic(ctx, *ks[0]);
+    } else {
+      RunTiled(ctx, ks);
+    }
+  }
 
-    const int n_in = static_cast<int>(k->inputs.size());
+ private:
+  void RunStatic(OpKernelContext* ctx, const LoadedKernel& k) {
+    const int n_in = static_cast<int>(k.inputs.size());
     absl::InlinedVector<const void*, 8> in_ptrs(std::max(n_in, 1), nullptr);
     absl::InlinedVector<int64_t, 32> in_dims;
-    in_dims.reserve(std::max<int64_t>(k->total_input_rank, 1));
+    in_dims.reserve(std::max<int64_t>(k.total_input_rank, 1));
     for (int i = 0; i < n_in; ++i) {
       const Tensor& t = ctx->input(1 + i);
-      const TensorSpec& spec = k->inputs[i];
-      bool ok = t.dims() == static_cast<int>(spec.dims.size());
-      for (int d = 0; ok && d < t.dims(); ++d) ok = t.dim_size(d) == spec.dims[d];
-      OP_REQUIRES(ctx, ok,
-                  InvalidArgument("TfxlaLaunch cluster '", cluster_, "': input ", i, " has shape ",
-                                  ShapeString(t), ", but kernel ", k->Name(), " was compiled for ",
-                                  spec.ToString(), " (rank ", spec.dims.size(), ")"));
+      OP_REQUIRES_OK(ctx, CheckInput(cluster_, i, t, k.inputs[i], false, k));
       in_ptrs[i] = t.data();
       for (int d = 0; d < t.dims(); ++d) in_dims.push_back(t.dim_size(d));
     }
     if (in_dims.empty()) in_dims.push_back(0);
-
-    const int n_out = static_cast<int>(k->outputs.size());
+    const int n_out = static_cast<int>(k.outputs.size());
     absl::InlinedVector<void*, 8> out_ptrs(std::max(n_out, 1), nullptr);
     for (int j = 0; j < n_out; ++j) {
       TensorShape shape;
-      OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape(k->outputs[j].dims, &shape));
+      OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape(k.outputs[j].dims, &shape));
       Tensor* out = nullptr;
       OP_REQUIRES_OK(ctx, ctx->allocate_output(j, shape, &out));
       out_ptrs[j] = out->data();
     }
-
-    char* scratch = ScratchFallback();
     Tensor scratch_t;
-    if (k->scratch_bytes > 0) {
-      OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_INT8,
-                                             TensorShape({k->scratch_bytes + kScratchAlign}), &scratch_t));
-      const uintptr_t base = reinterpret_cast<uintptr_t>(scratch_t.data());
-      scratch = reinterpret_cast<char*>((base + kScratchAlign - 1) & ~uintptr_t(kScratchAlign - 1));
-    }
-
-    char err[kErrLen];
-    err[0] = '\0';
-    const int status =
-        k->run(k->state, in_ptrs.data(), in_dims.data(), out_ptrs.data(), scratch, err, sizeof(err));
-    err[kErrLen - 1] = '\0';
-    OP_REQUIRES(ctx, status == 0,
-                Internal("TfxlaLaunch cluster '", cluster_, "': kernel ", k->Name(), " failed (status ",
-                         status, "): ", err[0] ? err : "no message"));
+    char* scratch = nullptr;
+    OP_REQUIRES_OK(ctx, Scratch(ctx, k.scratch_bytes, &scratch_t, &scratch));
+    OP_REQUIRES_OK(ctx, Run(k, in_ptrs.data(), in_dims.data(), out_ptrs.data(), scratch));
   }
 
- private:
+  void RunTiled(OpKernelContext* ctx, const std::vector<const LoadedKernel*>& ks) {
+    const LoadedKernel& k0 = *ks[0];
+    const int n_in = static_cast<int>(k0.inputs.size());
+    const int n_out = static_cast<int>(k0.outputs.size());
+    int64_t n = -1;
+    for (int i = 0; i < n_in; ++i) {
+      const Tensor& t = ctx->input(1 + i);
+      const bool batched = batched_args_[i] != 0;
+      OP_REQUIRES_OK(ctx, CheckInput(cluster_, i, t, k0.inputs[i], batched, k0));
+      if (!batched) continue;
+      OP_REQUIRES(ctx, n < 0 || t.dim_size(0) == n,
+                  InvalidArgument("TfxlaLaunch cluster '", cluster_, "': batched inputs disagree on the batch size (",
+                                  n, " vs input ", i, " with ", t.dim_size(0), ")"));
+      n = t.dim_size(0);
+    }
+    std::vector<Tensor*> outs(n_out, nullptr);
+    bool need_one = false;
+    for (int j = 0; j < n_out; ++j) {
+      std::vector<int64_t> dims = k0.outputs[j].dims;
+      if (batched_results_[j]) dims[0] = n;
+      need_one = need_one || !batched_results_[j];
+      TensorShape shape;
+      OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape(dims, &shape));
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(j, shape, &outs[j]));
+    }
+    const std::vector<TileStep> plan = PlanTiles(batch_tiles_, n, need_one);
+    int64_t scratch_bytes = 0;
+    for (const TileStep& s : plan) scratch_bytes = std::max(scratch_bytes, ks[s.tile]->scratch_bytes);
+    Tensor scratch_t;
+    char* scratch = nullptr;
+    OP_REQUIRES_OK(ctx, Scratch(ctx, scratch_bytes, &scratch_t, &scratch));
+
+    absl::InlinedVector<const void*, 8> in_ptrs(std::max(n_in, 1), nullptr);
+    absl::InlinedVector<void*, 8> out_ptrs(std::max(n_out, 1), nullptr);
+    std::vector<Tensor> staging_in(n_in), staging_out(n_out);
+    for (size_t step = 0; step < plan.size(); ++step) {
+      const TileStep& s = plan[step];
+      const LoadedKernel& k = *ks[s.tile];
+      const int64_t tile = batch_tiles_[s.tile];
+      const bool padded = s.rows < tile;
+      absl::InlinedVector<int64_t, 32> in_dims;
+      for (int i = 0; i < n_in; ++i) {
+        const Tensor& t = ctx->input(1 + i);
+        in_dims.insert(in_dims.end(), k.inputs[i].dims.begin(), k.inputs[i].dims.end());
+        const char* base = static_cast<const char*>(t.data());
+        if (!batched_args_[i]) {
+          in_ptrs[i] = base;
+          continue;
+        }
+        const int64_t row = RowBytes(k.inputs[i]);
+        if (!padded) {
+          in_ptrs[i] = base + s.start * row;
+          continue;
+        }
+        OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_INT8, TensorShape({tile * row + 1}), &staging_in[i]));
+        char* dst = static_cast<char*>(staging_in[i].data());
+        if (s.rows > 0) std::memcpy(dst, base + s.start * row, s.rows * row);
+        std::memset(dst + s.rows * row, 0, (tile - s.rows) * row);
+        in_ptrs[i] = dst;
+      }
+      if (in_dims.empty()) in_dims.push_back(0);
+      for (int j = 0; j < n_out; ++j) {
+        char* base = static_cast<char*>(outs[j]->data());
+        const int64_t row = RowBytes(k.outputs[j]);
+        const bool write_here = batched_results_[j] ? !padded : step == 0;
+        if (write_here) {
+          out_ptrs[j] = batched_results_[j] ? base + s.start * row : base;
+          continue;
+        }
+        const int64_t bytes = batched_results_[j] ? tile * row : outs[j]->TotalBytes();
+        OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_INT8, TensorShape({bytes + 1}), &staging_out[j]));
+        out_ptrs[j] = staging_out[j].data();
+      }
+      OP_REQUIRES_OK(ctx, Run(k, in_ptrs.data(), in_dims.data(), out_ptrs.data(), scratch));
+      for (int j = 0; j < n_out; ++j) {
+        if (!batched_results_[j] || !padded || s.rows == 0) continue;
+        const int64_t row = RowBytes(k.outputs[j]);
+        std::memcpy(static_cast<char*>(outs[j]->data()) + s.start * row, out_ptrs[j], s.rows * row);
+      }
+    }
+  }
+
+  absl::Status Scratch(OpKernelContext* ctx, int64_t bytes, Tensor* t, char** out) {
+    *out = ScratchFallback();
+    if (bytes <= 0) return absl::OkStatus();
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_INT8, TensorShape({bytes + kScratchAlign}), t));
+    const uintptr_t base = reinterpret_cast<uintptr_t>(t->data());
+    *out = reinterpret_cast<char*>((base + kScratchAlign - 1) & ~uintptr_t(kScratchAlign - 1));
+    return absl::OkStatus();
+  }
+
+  absl::Status Run(const LoadedKernel& k, const void* const* in, const int64_t* in_dims, void* const* out,
+                   char* scratch) const {
+    char err[kErrLen];
+    err[0] = '\0';
+    const int status = k.run(k.state, in, in_dims, out, scratch, err, sizeof(err));
+    err[kErrLen - 1] = '\0';
+    if (status == 0) return absl::OkStatus();
+    return Internal("TfxlaLaunch cluster '", cluster_, "': kernel ", k.Name(), " failed (status ", status,
+                    "): ", err[0] ? err : "no message");
+  }
+
   // A 64-byte aligned stand-in for kernels that need no scratch.
   static char* ScratchFallback() {
     alignas(64) static char dummy[kScratchAlign];
     return dummy;
   }
 
-  // The loaded kernel for `path`, checked once per (op, path) against this node's attrs.
-  absl::Status Resolve(absl::string_view path, const LoadedKernel** out) {
+  // The loaded kernels for `paths`, checked once per (op, paths) against this node's attrs.
+  absl::Status Resolve(const std::vector<std::string>& paths, std::vector<const LoadedKernel*>* out) {
     {
       absl::MutexLock lock(&mu_);
-      if (cached_ != nullptr && cached_path_ == path) {
+      if (!cached_.empty() && cached_paths_ == paths) {
         *out = cached_;
         return absl::OkStatus();
       }
     }
-    const LoadedKernel* k = nullptr;
-    TF_RETURN_IF_ERROR(KernelTable::Get().Lookup(std::string(path), kernel_hash_, &k));
-    TF_RETURN_IF_ERROR(CheckAttrs(*k));
+    std::vector<const LoadedKernel*> ks(paths.size(), nullptr);
+    for (size_t i = 0; i < paths.size(); ++i) {
+      TF_RETURN_IF_ERROR(ResolveOne(paths[i], i, &ks[i]));
+      TF_RETURN_IF_ERROR(CheckAttrs(*ks[i]));
+      if (!batch_tiles_.empty()) TF_RETURN_IF_ERROR(CheckTile(*ks[i], *ks[0], batch_tiles_[i]));
+    }
     absl::MutexLock lock(&mu_);
-    cached_path_ = std::string(path);
-    cached_ = k;
-    *out = k;
+    cached_paths_ = paths;
+    cached_ = ks;
+    *out = ks;
     return absl::OkStatus();
+  }
+
+  // The kernel at `path`, or (when this node records source hashes) the one rebuilt from the C
+  // source beside it if the file cannot be used here. See rebuild.h.
+  absl::Status ResolveOne(const std::string& path, size_t i, const LoadedKernel** out) {
+    const std::string& so_hash = kernel_hashes_.empty() ? kernel_hash_ : kernel_hashes_[i];
+    if (source_hashes_.empty()) return KernelTable::Get().Lookup(path, so_hash, out);
+    std::string why;
+    const std::vector<std::string> missing = MissingCpuFeatures(cpu_features_);
+    std::string data;
+    if (!missing.empty()) {
+      why = absl::StrCat("was built for CPU features this machine lacks (", absl::StrJoin(missing, ", "), ")");
+    } else if (absl::Status s = ReadFile(path, &data); !s.ok()) {
+      why = absl::StrCat("cannot be read (", s.message(), ")");
+    } else if (const std::string h = Sha256Hex(data); h != so_hash) {
+      why = absl::StrCat("has sha256 ", h, ", not the recorded ", so_hash);
+    }
+    if (why.empty()) return KernelTable::Get().Lookup(path, so_hash, out);
+    if (path.size() < 3 || path.compare(path.size() - 3, 3, ".so") != 0)
+      return InvalidArgument("tfxla kernel '", path, "' ", why, ", and its name does not end in .so, so there is "
+                             "no C source beside it to rebuild from");
+    const std::string source = path.substr(0, path.size() - 3) + ".c";
+    std::string text;
+    if (absl::Status s = ReadFile(source, &text); !s.ok())
+      return NotFound("tfxla kernel '", path, "' ", why, ", and its C source cannot be read: ", s.message());
+    if (const std::string h = Sha256Hex(text); h != source_hashes_[i])
+      return DataLoss("tfxla kernel '", path, "' ", why, ", and its C source '", source, "' has sha256 ", h,
+                      ", not the recorded ", source_hashes_[i], ": refusing to load or rebuild it");
+    std::string rebuilt;
+    if (!RebuildFromSource(source, &rebuilt))
+      return Internal("tfxla kernel '", path, "' ", why, ", and rebuilding it from '", source, "' failed: ", rebuilt);
+    LOG(WARNING) << "tfxla: kernel '" << path << "' " << why << "; rebuilt it from its C source into '" << rebuilt
+                 << "'";
+    return KernelTable::Get().Lookup(rebuilt, "", out);
+  }
+
+  absl::Status CheckTile(const LoadedKernel& k, const LoadedKernel& k0, int64_t tile) const {
+    const std::string where = absl::StrCat("TfxlaLaunch cluster '", cluster_, "': kernel ", k.Name());
+    auto check = [&](const std::vector<TensorSpec>& specs, const std::vector<TensorSpec>& first,
+                     const std::vector<int64_t>& batched, const char* what) -> absl::Status {
+      for (size_t i = 0; i < specs.size(); ++i) {
+        std::vector<int64_t> dims = specs[i].dims, dims0 = first[i].dims;
+        if (batched[i]) {
+          if (dims.empty() || dims[0] != tile)
+            return InvalidArgument(where, ": ", what, " ", i, " is ", specs[i].ToString(), ", not a tile of ", tile,
+                                   " rows");
+          dims[0] = dims0[0] = 0;
+        }
+        if (dims != dims0)
+          return InvalidArgument(where, ": ", what, " ", i, " is ", specs[i].ToString(), " but the first kernel's is ",
+                                 first[i].ToString());
+      }
+      return absl::OkStatus();
+    };
+    TF_RETURN_IF_ERROR(check(k.inputs, k0.inputs, batched_args_, "input"));
+    return check(k.outputs, k0.outputs, batched_results_, "output");
   }
 
   absl::Status CheckAttrs(const LoadedKernel& k) const {
@@ -475,10 +702,17 @@ class TfxlaLaunchOp : public OpKernel {
   std::vector<PartialTensorShape> output_shapes_;
   std::string cluster_;
   std::string kernel_hash_;
+  std::vector<int64_t> batch_tiles_;
+  std::vector<int64_t> batched_args_;
+  std::vector<int64_t> batched_results_;
+  std::vector<std::string> kernel_hashes_;
+  std::vector<std::string> source_hashes_;
+  std::vector<std::string> cpu_features_;
+  int n_kernels_ = 1;
 
   absl::Mutex mu_;
-  std::string cached_path_ ABSL_GUARDED_BY(mu_);
-  const LoadedKernel* cached_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::vector<std::string> cached_paths_ ABSL_GUARDED_BY(mu_);
+  std::vector<const LoadedKernel*> cached_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -494,6 +728,12 @@ REGISTER_OP("TfxlaLaunch")
     .Attr("kernel_hash: string")
     .Attr("cluster_graph: string = ''")
     .Attr("cluster_io: string = ''")
+    .Attr("batch_tiles: list(int) = []")
+    .Attr("batched_args: list(int) = []")
+    .Attr("batched_results: list(int) = []")
+    .Attr("kernel_hashes: list(string) = []")
+    .Attr("source_hashes: list(string) = []")
+    .Attr("cpu_features: list(string) = []")
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) -> absl::Status {
       std::vector<PartialTensorShape> shapes;
       TF_RETURN_IF_ERROR(c->GetAttr("output_shapes", &shapes));
@@ -501,7 +741,7 @@ REGISTER_OP("TfxlaLaunch")
         return InvalidArgument("TfxlaLaunch: ", c->num_outputs(), " output types but ", shapes.size(),
                                " output_shapes");
       tensorflow::shape_inference::ShapeHandle unused;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
+      TF_RETURN_IF_ERROR(c->WithRankAtMost(c->input(0), 1, &unused));
       for (int i = 0; i < c->num_outputs(); ++i) {
         tensorflow::shape_inference::ShapeHandle s;
         TF_RETURN_IF_ERROR(c->MakeShapeFromPartialTensorShape(shapes[i], &s));
@@ -512,13 +752,21 @@ REGISTER_OP("TfxlaLaunch")
     .Doc(R"doc(
 Runs one compiled tfxla kernel (a plain C shared object, tfxla ABI version 1).
 
-kernel_path: path of the kernel .so (a tensor, so a SavedModel Asset can feed it).
+kernel_path: path of the kernel .so (a tensor, so a SavedModel Asset can feed it); with batch_tiles,
+  a vector with one kernel per tile size.
 args: the kernel's inputs, in parameter order; dtypes and shapes must be those it was compiled for.
 results: the kernel's outputs (the ROOT tuple flattened).
 output_shapes: static shapes of the results, for shape inference.
 cluster: the name of the cluster this node replaced (used in error messages).
 kernel_hash: sha256 (hex) of the kernel file; when non-empty a file with another hash is refused.
 cluster_graph: serialized GraphDef of the original cluster (for the Python gradient; opaque here).
+batch_tiles: when set, kernel i was compiled for batch_tiles[i] rows; a call with any batch size runs
+  the rows tile by tile (the last tile padded), which hlo/analysis/batch.py proved equivalent.
+batched_args, batched_results: 1 where dim 0 of that input/result is the batch dimension.
+kernel_hashes: per-kernel sha256 (with batch_tiles, or with source_hashes).
+source_hashes: per-kernel sha256 of the C source `<kernel>.c` beside `<kernel>.so`: when set, a
+  kernel file that is unusable here (wrong hash, missing CPU features) is rebuilt from that source.
+cpu_features: /proc/cpuinfo flags the kernels were compiled for.
 )doc");
 
 REGISTER_KERNEL_BUILDER(Name("TfxlaLaunch").Device(tensorflow::DEVICE_CPU).HostMemory("kernel_path"),

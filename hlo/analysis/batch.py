@@ -1,0 +1,382 @@
+"""Batch polymorphism: may a kernel compiled at batch size T serve any batch size, tile by tile?
+
+A cluster traced with a ``None`` batch dimension is lowered twice, at two batch sizes ``ba != bb``
+(both > 1). ``batch_polymorphism(a, b, ba, bb, batched)`` proves two things or raises
+``NotBatchPolymorphic`` naming the instruction at fault:
+
+1. *The batch size is only a size.* The two modules are the same instruction for instruction
+   (opcodes, operands, attributes, literals); shapes differ only in one tracked dimension per value,
+   ``ba`` in ``a`` and ``bb`` in ``b``. A constant folded from the batch size (``x / tf.shape(x)[0]``)
+   differs between the two and is refused.
+2. *Rows are independent.* Each value's batch dimension is followed through every instruction by a
+   rule for its opcode (elementwise ops keep it, transposes move it, a dot keeps it as a free or
+   paired batch dimension, a reduction must not reduce it, a window must not span it, ...): row ``i``
+   of every output depends only on row ``i`` of the batched inputs. Opcodes without a rule are
+   refused when they touch a batched value.
+
+The caller then runs the kernel for ``T`` rows at a time (padding the last tile) and gets the
+result the whole batch would have given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence, Union
+
+from hlo.attributes import ConvDimLabels, Window
+from hlo.errors import HloError
+from hlo.ir import HloInstruction, HloModule
+from hlo.opcodes import Opcode as O
+from hlo.passes.dce import DeadCodeElimination
+from hlo.shapes import TupleShape
+
+Info = Union[int, None, tuple]  # batch dim of an array value, None if batch-free, tuple for tuples
+
+
+class NotBatchPolymorphic(HloError):
+    """The module cannot be tiled over its batch dimension; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class BatchPolymorphism:
+    parameters: tuple[bool, ...]  # parameter k is batched along dim 0
+    outputs: tuple[bool, ...]  # ROOT tuple element k is batched along dim 0
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    ins: HloInstruction
+    other: HloInstruction  # the same instruction in the module lowered at batch ``bb``
+    ops: tuple  # operand infos
+    shapes: tuple  # operand shapes in module a
+    other_shapes: tuple  # operand shapes in module b
+    ba: int
+    bb: int
+
+    def fail(self, why: str) -> NotBatchPolymorphic:
+        return NotBatchPolymorphic(f"%{self.ins.name} ({self.ins.opcode.text}): {why}")
+
+    def batched(self) -> list[int]:
+        return [k for k, i in enumerate(self.ops) if i is not None]
+
+
+_RULES: dict[O, Callable[[_Ctx], Info]] = {}
+
+
+def _rule(*opcodes: O):
+    def register(fn):
+        for op in opcodes:
+            _RULES[op] = fn
+        return fn
+    return register
+
+
+def _diff_dims(a, b) -> set[int] | None:
+    """Dims in which two array shapes differ; None when rank or dtype differ."""
+    if a.dtype != b.dtype or len(a.dims) != len(b.dims):
+        return None
+    return {i for i, (x, y) in enumerate(zip(a.dims, b.dims)) if x != y}
+
+
+def _shape_dim(ctx: _Ctx) -> Info:
+    """The batch dim of a value made without batched operands (iota, broadcast of a batch-free value)."""
+    diff = _diff_dims(ctx.ins.shape, ctx.other.shape)
+    if not diff:
+        return None
+    if len(diff) > 1:
+        raise ctx.fail(f"shape changes with the batch size in dims {sorted(diff)}")
+    return diff.pop()
+
+
+def _same(ctx: _Ctx) -> Info:
+    """Operands that are batched must all be batched along the same dim, which the result keeps."""
+    dims = {ctx.ops[k] for k in ctx.batched()}
+    if len(dims) > 1:
+        raise ctx.fail(f"operands are batched along different dims {sorted(dims)}")
+    return dims.pop() if dims else None
+
+
+@_rule(O.PARAMETER, O.CONSTANT)
+def _leaf(ctx: _Ctx) -> Info:
+    return None  # parameters are seeded by the caller; constants must not change (checked)
+
+
+@_rule(O.IOTA)
+def _iota(ctx: _Ctx) -> Info:
+    d = _shape_dim(ctx)
+    if d is not None and d == ctx.ins.attr("iota_dimension"):
+        raise ctx.fail("iota along the batch dimension numbers the rows")
+    return d
+
+
+@_rule(O.BROADCAST)
+def _broadcast(ctx: _Ctx) -> Info:
+    if ctx.ops[0] is None:
+        return _shape_dim(ctx)
+    return tuple(ctx.ins.attr("dimensions", ()))[ctx.ops[0]]
+
+
+@_rule(O.RESHAPE, O.BITCAST)
+def _reshape(ctx: _Ctx) -> Info:
+    d = ctx.ops[0]
+    if d is None:
+        return None
+    diff = _diff_dims(ctx.ins.shape, ctx.other.shape)
+    if not diff or len(diff) != 1:
+        raise ctx.fail("the reshape merges or splits the batch dimension")
+    e = next(iter(diff))
+    for shape_in, shape_out in ((ctx.shapes[0], ctx.ins.shape), (ctx.other_shapes[0], ctx.other.shape)):
+        if math.prod(shape_in.dims[:d]) != math.prod(shape_out.dims[:e]):
+            raise ctx.fail("the reshape merges or splits the batch dimension")
+    return e
+
+
+@_rule(O.TRANSPOSE)
+def _transpose(ctx: _Ctx) -> Info:
+    d = ctx.ops[0]
+    return None if d is None else tuple(ctx.ins.attr("dimensions")).index(d)
+
+
+@_rule(O.SLICE)
+def _slice(ctx: _Ctx) -> Info:
+    d = ctx.ops[0]
+    if d is None:
+        return None
+    for inst, size in ((ctx.ins, ctx.ba), (ctx.other, ctx.bb)):
+        s = inst.attr("slice")[d]
+        if (s.start, s.limit, s.stride) != (0, size, 1):
+            raise ctx.fail("the slice does not keep every row")
+    return d
+
+
+@_rule(O.CONCATENATE)
+def _concatenate(ctx: _Ctx) -> Info:
+    d = _same(ctx)
+    if d is not None and (len(ctx.batched()) != len(ctx.ops) or d == tuple(ctx.ins.attr("dimensions"))[0]):
+        raise ctx.fail("concatenates along the batch dimension")
+    return d
+
+
+@_rule(O.PAD)
+def _pad(ctx: _Ctx) -> Info:
+    d = ctx.ops[0]
+    if ctx.ops[1] is not None:
+        raise ctx.fail("the padding value depends on the batch")
+    if d is not None:
+        p = ctx.ins.attr("padding")[d]
+        if (p.low, p.high, p.interior) != (0, 0, 0):
+            raise ctx.fail("pads the batch dimension")
+    return d
+
+
+@_rule(O.REVERSE)
+def _reverse(ctx: _Ctx) -> Info:
+    d = ctx.ops[0]
+    if d is not None and d in tuple(ctx.ins.attr("dimensions", ())):
+        raise ctx.fail("reverses the batch dimension")
+    return d
+
+
+def _reduced(ctx: _Ctx, n_inputs: int) -> int | None:
+    if any(i is not None for i in ctx.ops[n_inputs:]):
+        raise ctx.fail("the init value depends on the batch")
+    d = _same(dataclasses.replace(ctx, ops=ctx.ops[:n_inputs]))
+    if d is not None and any(ctx.ops[k] is None for k in range(n_inputs)):
+        raise ctx.fail("some inputs are batched and some are not")
+    return d
+
+
+def _per_output(ctx: _Ctx, d: Info) -> Info:
+    return tuple(d for _ in ctx.ins.shape.elements) if isinstance(ctx.ins.shape, TupleShape) else d
+
+
+@_rule(O.REDUCE)
+def _reduce(ctx: _Ctx) -> Info:
+    d = _reduced(ctx, len(ctx.ops) // 2)
+    if d is None:
+        return _per_output(ctx, None)
+    dims = tuple(ctx.ins.attr("dimensions"))
+    if d in dims:
+        raise ctx.fail("reduces over the batch dimension")
+    return _per_output(ctx, d - sum(1 for x in dims if x < d))
+
+
+@_rule(O.REDUCE_WINDOW)
+def _reduce_window(ctx: _Ctx) -> Info:
+    d = _reduced(ctx, len(ctx.ops) // 2)
+    if d is not None:
+        w = ctx.ins.attr("window", Window()).dims
+        if w and (w[d].size, w[d].stride, w[d].pad_low, w[d].pad_high, w[d].lhs_dilate, w[d].rhs_dilate) != \
+                (1, 1, 0, 0, 1, 1):
+            raise ctx.fail("the window spans the batch dimension")
+    return _per_output(ctx, d)
+
+
+@_rule(O.DOT)
+def _dot(ctx: _Ctx) -> Info:
+    l, r = ctx.ops
+    lb, rb = tuple(ctx.ins.attr("lhs_batch_dims", ())), tuple(ctx.ins.attr("rhs_batch_dims", ()))
+    lc, rc = tuple(ctx.ins.attr("lhs_contracting_dims", ())), tuple(ctx.ins.attr("rhs_contracting_dims", ()))
+    lfree = [i for i in range(len(ctx.shapes[0].dims)) if i not in lb and i not in lc]
+    rfree = [i for i in range(len(ctx.shapes[1].dims)) if i not in rb and i not in rc]
+    if l is not None and r is not None:
+        if l in lb and r == rb[lb.index(l)]:
+            return lb.index(l)
+        raise ctx.fail("both operands are batched, but not along a paired batch dimension")
+    if l is not None:
+        if l not in lfree:
+            raise ctx.fail("contracts over the batch dimension")
+        return len(lb) + lfree.index(l)
+    if r is not None:
+        if r not in rfree:
+            raise ctx.fail("contracts over the batch dimension")
+        return len(lb) + len(lfree) + rfree.index(r)
+    return None
+
+
+@_rule(O.CONVOLUTION)
+def _convolution(ctx: _Ctx) -> Info:
+    labels: ConvDimLabels = ctx.ins.attr("dim_labels")
+    l, r = ctx.ops
+    if r is not None:
+        raise ctx.fail("the kernel depends on the batch")
+    if l is None:
+        return None
+    if l != labels.input_batch or ctx.ins.attr("batch_group_count", 1) != 1:
+        raise ctx.fail("the batch dimension is not the convolution's batch dimension")
+    return labels.output_batch
+
+
+@_rule(O.GATHER)
+def _gather(ctx: _Ctx) -> Info:
+    operand, indices = ctx.ops
+    if operand is not None:
+        raise ctx.fail("gathers from a batched operand")
+    if indices is None:
+        return None
+    ivd = ctx.ins.attr("index_vector_dim")
+    if indices == ivd or ctx.ins.attr("operand_batching_dims", ()):
+        raise ctx.fail("the batch dimension indexes the operand")
+    index_batch = [i for i in range(len(ctx.shapes[1].dims)) if i != ivd]
+    offset = set(ctx.ins.attr("offset_dims", ()))
+    out_batch = [i for i in range(len(ctx.ins.shape.dims)) if i not in offset]
+    return out_batch[index_batch.index(indices)]
+
+
+@_rule(O.SORT)
+def _sort(ctx: _Ctx) -> Info:
+    d = _same(ctx)
+    if d is not None and (len(ctx.batched()) != len(ctx.ops) or d == tuple(ctx.ins.attr("dimensions"))[0]):
+        raise ctx.fail("sorts along the batch dimension")
+    return _per_output(ctx, d)
+
+
+@_rule(O.TOPK)
+def _topk(ctx: _Ctx) -> Info:
+    d = ctx.ops[0]
+    if d is not None and d == len(ctx.shapes[0].dims) - 1:
+        raise ctx.fail("top-k along the batch dimension")
+    return _per_output(ctx, d)
+
+
+@_rule(O.TUPLE)
+def _tuple(ctx: _Ctx) -> Info:
+    return tuple(ctx.ops)
+
+
+@_rule(O.GET_TUPLE_ELEMENT)
+def _gte(ctx: _Ctx) -> Info:
+    info = ctx.ops[0]
+    return None if info is None else info[ctx.ins.attr("index")]
+
+
+def _elementwise_or_refuse(ctx: _Ctx) -> Info:
+    if ctx.ins.opcode.is_elementwise or ctx.ins.opcode in (O.MAP, O.COPY):
+        return _same(ctx)
+    if ctx.batched() or _diff_dims_any(ctx.ins.shape, ctx.other.shape):
+        raise ctx.fail("has no batch-polymorphism rule and touches the batch")
+    return None if not isinstance(ctx.ins.shape, TupleShape) else tuple(None for _ in ctx.ins.shape.elements)
+
+
+def _diff_dims_any(a, b) -> bool:
+    if isinstance(a, TupleShape):
+        return any(_diff_dims_any(x, y) for x, y in zip(a.elements, b.elements))
+    return a.dims != b.dims
+
+
+def _check_shape(ctx: _Ctx, info: Info, a, b) -> None:
+    if isinstance(a, TupleShape):
+        if not isinstance(b, TupleShape) or len(a.elements) != len(b.elements):
+            raise ctx.fail("the two lowerings disagree on the result's tuple shape")
+        infos = info if isinstance(info, tuple) else (None,) * len(a.elements)
+        for i, x, y in zip(infos, a.elements, b.elements):
+            _check_shape(ctx, i, x, y)
+        return
+    diff = _diff_dims(a, b)
+    if diff is None:
+        raise ctx.fail("the two lowerings disagree on the result's type or rank")
+    if info is None:
+        if diff:
+            raise ctx.fail(f"its shape changes with the batch size (dims {sorted(diff)}) in a way the "
+                           f"rules cannot follow")
+        return
+    if diff != {info} or a.dims[info] != ctx.ba or b.dims[info] != ctx.bb:
+        raise ctx.fail(f"its batch dimension {info} does not scale with the batch size "
+                       f"({list(a.dims)} vs {list(b.dims)})")
+
+
+def _same_instruction(x: HloInstruction, y: HloInstruction) -> str | None:
+    if x.opcode != y.opcode or x.operands != y.operands or x.parameter_number != y.parameter_number:
+        return "the two lowerings differ here (opcode or operands)"
+    if x.literal != y.literal:
+        return "a constant depends on the batch size (a value computed from the batch dimension)"
+    keys = set(x.attrs.keys()) | set(y.attrs.keys())
+    for key in keys - {"slice", "metadata"}:
+        if x.attr(key) != y.attr(key):
+            return f"attribute {key} depends on the batch size"
+    return None
+
+
+def batch_polymorphism(a: HloModule, b: HloModule, ba: int, bb: int,
+                       batched: Sequence[bool]) -> BatchPolymorphism:
+    """Check that ``a`` (lowered at batch ``ba``) and ``b`` (at ``bb``) tile over dim 0 of the parameters
+    marked in ``batched``; see the module docstring. Raises ``NotBatchPolymorphic``."""
+    if ba == bb or min(ba, bb) < 2:
+        raise ValueError(f"need two distinct batch sizes > 1, got {ba} and {bb}")
+    dce = DeadCodeElimination()  # a dead constant folded from the batch size changes nothing
+    ea, eb = dce.run(a).entry, dce.run(b).entry
+    if len(ea) != len(eb):
+        raise NotBatchPolymorphic(f"the lowerings at batch {ba} and {bb} have {len(ea)} and {len(eb)} "
+                                  f"instructions")
+    shapes_a = {i.name: i.shape for i in ea}
+    shapes_b = {i.name: i.shape for i in eb}
+    infos: dict[str, Info] = {}
+    for x, y in zip(ea, eb):
+        ctx = _Ctx(x, y, tuple(infos[o] for o in x.operands), tuple(shapes_a[o] for o in x.operands),
+                   tuple(shapes_b[o] for o in y.operands), ba, bb)
+        if x.name != y.name:
+            raise ctx.fail(f"the lowering at batch {bb} names this instruction %{y.name}")
+        problem = _same_instruction(x, y)
+        if problem:
+            raise ctx.fail(problem)
+        if x.opcode == O.PARAMETER:
+            k = x.parameter_number
+            info = 0 if k < len(batched) and batched[k] else None
+        else:
+            info = _RULES.get(x.opcode, _elementwise_or_refuse)(ctx)
+        if x.opcode == O.SLICE and info is None and x.attr("slice") != y.attr("slice"):
+            raise ctx.fail("attribute slice depends on the batch size")
+        _check_shape(ctx, info, x.shape, y.shape)
+        infos[x.name] = info
+    root = infos[ea.root.name]
+    elements = ea.root.shape.elements if isinstance(ea.root.shape, TupleShape) else (ea.root.shape,)
+    root_infos = root if isinstance(root, tuple) else (root,)
+    outputs = []
+    for k, info in enumerate(root_infos):
+        if isinstance(info, tuple) or info not in (None, 0):
+            raise NotBatchPolymorphic(f"output {k} has its batch dimension at dim {info}, not dim 0")
+        outputs.append(info == 0)
+    params = tuple(bool(k < len(batched) and batched[k]) for k in range(len(ea.parameters)))
+    return BatchPolymorphism(params, tuple(outputs))

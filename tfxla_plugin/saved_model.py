@@ -1,0 +1,314 @@
+"""Wrapping an existing SavedModel: compile its signatures and save a SavedModel that runs the kernels.
+
+``wrap(src, dst)`` loads ``src``, and for every selected signature clusters and compiles it
+(``batch_tiling`` when the signature has ``None`` batch dims: one set of kernels for every batch
+size), rewrites it so each cluster is one ``TfxlaLaunch`` node, and saves ``dst`` with:
+
+* the same signatures: input names, dtypes and shapes (``None`` dims kept) and output keys;
+* the variables as variables (or, with ``freeze=True``, folded into the kernels as constants);
+* per kernel three Assets: the shared object ``k_<hash>.so``, its C source ``k_<hash>.c`` and its
+  optimized HLO ``k_<hash>.hlo.txt``, plus ``tfxla_manifest.json`` (``read_manifest``) with their
+  sha256 hashes, the CPU features the objects were built for, and each signature's clustering.
+
+The launch nodes carry the same hashes, so the op never loads an object whose hash does not match
+and rebuilds one that does not fit this machine from its source (``ops/rebuild.h``). The wrapped
+model loads with ``tf.saved_model.load(dst)`` after ``import tfxla_plugin``, from wherever it is moved.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import tensorflow as tf
+from tensorflow.python.ops import resource_variable_ops
+
+from backends.cpu.target import target_features
+from graph_passes.pipeline import summary_json
+from tfxla_plugin._version import __version__
+from tfxla_plugin.cluster_compiler import sha256_file
+from tfxla_plugin.compiled_graph import CompiledGraph
+from tfxla_plugin.flags import Flags
+
+log = logging.getLogger("tfxla_plugin")
+MANIFEST = "tfxla_manifest.json"
+FORMAT = "tfxla-wrapped-savedmodel/1"
+
+
+def read_manifest(directory: str | Path) -> dict | None:
+    """The manifest of a wrapped SavedModel (see the module docstring), or None for a plain one."""
+    path = Path(directory) / "assets" / MANIFEST
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+@dataclass
+class SignatureReport:
+    name: str
+    clusters: int
+    kernels: int
+    nodes_clustered: int
+    nodes_total: int
+    batch_tiles: tuple[int, ...]
+    compile_seconds: float
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def coverage(self) -> float:
+        return 100.0 * self.nodes_clustered / self.nodes_total if self.nodes_total else 0.0
+
+
+@dataclass
+class WrapReport:
+    source: str
+    destination: str
+    signatures: list[SignatureReport]
+    seconds: float
+
+    def __str__(self) -> str:
+        lines = [f"wrapped {self.source} -> {self.destination} in {self.seconds:.1f} s"]
+        for s in self.signatures:
+            tiles = f", batch tiles {list(s.batch_tiles)}" if s.batch_tiles else ", static shapes"
+            lines.append(f"  {s.name}: {s.clusters} cluster(s), {s.kernels} kernel(s), {s.nodes_clustered}/"
+                         f"{s.nodes_total} nodes clustered ({s.coverage:.1f}%){tiles}, compile {s.compile_seconds:.1f} s")
+            lines.extend(f"    {name} stays in TensorFlow: {why}" for name, why in s.notes.items())
+        return "\n".join(lines)
+
+
+def _spec_json(spec: tf.TensorSpec) -> dict:
+    return {"dtype": spec.dtype.name, "shape": spec.shape.as_list() if spec.shape.rank is not None else None}
+
+
+def _kernel_files(compiled) -> dict:
+    """The kernel's files and hashes (``compiled`` is a CompiledCluster)."""
+    so = Path(compiled.kernel_path)
+    kid = f"k_{compiled.kernel_hash[:16]}"
+    return {"id": kid, "so_path": so, "source": compiled.c_source, "hlo": compiled.optimized.to_text(),
+            "so_sha256": compiled.kernel_hash, "compile_seconds": round(compiled.compile_seconds, 3)}
+
+
+class _Signature:
+    """One compiled signature: its CompiledGraph and what the saved function needs."""
+
+    def __init__(self, name: str, cf, compiled: CompiledGraph):
+        self.name, self.cf, self.compiled = name, cf, compiled
+        tiling = compiled.tiling
+        if tiling is not None:
+            self.kernels = {t.name: t.kernels for t in tiling.tiled}
+            self.tiles = tuple(tiling.tiled[0].tiles) if tiling.tiled else ()
+            self.notes = dict(tiling.notes)
+        else:
+            self.kernels = {spec.name: [c] for spec, c in zip(compiled.analysis.clusters, compiled.clusters)}
+            self.tiles = ()
+            self.notes = {}
+
+
+def _compile_signature(name: str, cf, *, jit_compile, flags: Flags, batch_tiles, bar) -> _Signature:
+    must = jit_compile is True
+    inputs = tf.nest.flatten(cf.structured_input_signature, expand_composites=True)
+    batched = any(s.shape.rank and s.shape[0] is None for s in inputs)
+
+    def progress(cluster, tile, compiled):
+        bar.set_postfix_str(f"{name}/{cluster} b{tile}: {compiled.compile_seconds:.1f} s"
+                            f"{' (cached)' if compiled.cache_hit else ''}")
+
+    if batched:
+        compiled = CompiledGraph.build_tiled(cf, must_compile=must, flags=flags, tiles=batch_tiles, progress=progress)
+    else:
+        compiled = CompiledGraph.build(cf, must_compile=must, flags=flags)
+    return _Signature(name, cf, compiled)
+
+
+def _launch_attrs(gd, sig: _Signature, files: dict[str, dict], features: Sequence[str], strip_graphs: bool) -> None:
+    """Record each launch node's kernel and source hashes and the CPU features (in place)."""
+    launches = {launch: cluster for cluster, launch in sig.compiled.rewritten.launch_nodes.items()}
+    for node in gd.node:
+        cluster = launches.get(node.name)
+        if cluster is None:
+            continue
+        kernels = [files[k.kernel_hash] for k in sig.kernels[cluster]]
+        for key, values in (("kernel_hashes", [f["so_sha256"] for f in kernels]),
+                            ("source_hashes", [f["c_sha256"] for f in kernels]), ("cpu_features", list(features))):
+            node.attr[key].list.Clear()
+            node.attr[key].list.s.extend(v.encode() for v in values)
+        if strip_graphs:
+            for key in ("cluster_graph", "cluster_io"):
+                node.attr.pop(key, None)
+
+
+def _serving_function(sig: _Signature, gd, assets: dict[str, tf.saved_model.Asset]):
+    """A tf.function with the signature's inputs that imports the rewritten graph, kernel paths from Assets."""
+    cf = sig.cf
+    graph = cf.graph
+    n_data = len(graph.inputs) - len(graph.captures)
+    data = [t.name for t in graph.inputs[:n_data]]
+    specs = tf.nest.flatten(cf.structured_input_signature, expand_composites=True)
+    kwargs_specs = cf.structured_input_signature[1]
+    captures = list(graph.captures)
+    variables = list(cf.variables)
+    fetch_names = [t.name for t in graph.outputs]
+    targets = [op.name for op in graph.control_outputs]
+    structure = cf.structured_outputs
+    launches = {launch: cluster for cluster, launch in sig.compiled.rewritten.launch_nodes.items()}
+    path_inputs = {}  # kernel-path Const tensor -> kernel ids
+    nodes = {n.name: n for n in gd.node}
+    for launch, cluster in launches.items():
+        path_inputs[nodes[launch].input[0]] = [f"k_{k.kernel_hash[:16]}" for k in sig.kernels[cluster]]
+    tiled = bool(sig.tiles)
+
+    def serve(**kwargs):
+        flat = tf.nest.flatten(kwargs, expand_composites=True)
+        fg = tf.compat.v1.get_default_graph()
+        input_map = dict(zip(data, flat))
+        for external, internal in captures:
+            input_map[internal.name] = fg.capture(external)
+        for v in variables:
+            resource_variable_ops.variable_accessed(v)
+        for tensor, ids in path_inputs.items():
+            paths = [assets[i].asset_path for i in ids]
+            input_map[tensor if ":" in tensor else f"{tensor}:0"] = tf.stack(paths) if tiled else paths[0]
+        results = tf.graph_util.import_graph_def(gd, input_map=input_map, return_elements=fetch_names + targets,
+                                                 name="")
+        outs = list(results[:len(fetch_names)])
+        ops = results[len(fetch_names):]
+        if ops:
+            with tf.control_dependencies(ops):
+                outs = [tf.identity(o) for o in outs]
+        return tf.nest.pack_sequence_as(structure, outs, expand_composites=True)
+
+    fn = tf.function(serve, autograph=False)
+    if kwargs_specs:
+        return fn.get_concrete_function(**kwargs_specs)
+    return fn.get_concrete_function(*specs)
+
+
+def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None = None, tag_set: str = "serve",
+         backend: str = "cpu", freeze: bool = False, jit_compile="auto",
+         batch_tiles: Sequence[int] = (1, 8), progress: bool = True) -> WrapReport:
+    """Compile the SavedModel at ``src`` and save the wrapped model at ``dst`` (see the module docstring).
+
+    ``signatures``: names to wrap (default all); the others are left out of ``dst``.
+    ``jit_compile``: ``"auto"`` leaves unsupported ops in TensorFlow, ``True`` requires every node to compile.
+    ``batch_tiles``: the batch sizes kernels are compiled for when a signature has a ``None`` batch dim.
+    """
+    from tqdm.auto import tqdm
+
+    if backend != "cpu":
+        raise NotImplementedError(f"backend={backend!r}: only the cpu backend can wrap SavedModels in this build")
+    if jit_compile not in (True, "auto"):
+        raise ValueError(f"jit_compile must be True or \"auto\", got {jit_compile!r}")
+    start = time.perf_counter()
+    src, dst = Path(src), Path(dst)
+    if not (src / "saved_model.pb").is_file():
+        raise FileNotFoundError(f"{src} is not a SavedModel directory (no saved_model.pb)")
+    if dst.exists() and any(dst.iterdir()):
+        raise FileExistsError(f"{dst} exists and is not empty")
+    tags = [t.strip() for t in tag_set.split(",") if t.strip()]
+    loaded = tf.saved_model.load(str(src), tags=tags)
+    available = list(loaded.signatures.keys())
+    names = list(signatures) if signatures else available
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise ValueError(f"unknown signature(s) {unknown}; {src} has {available}")
+    if not names:
+        raise ValueError(f"{src} has no signatures to wrap")
+    flags = Flags.from_env()
+    compiled: list[_Signature] = []
+    with tqdm(names, desc="tfxla wrap", unit="signature", disable=not progress) as bar:
+        for name in bar:
+            cf = loaded.signatures[name]
+            if freeze:
+                from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+                cf = convert_variables_to_constants_v2(cf)
+            compiled.append(_compile_signature(name, cf, jit_compile=jit_compile, flags=flags,
+                                               batch_tiles=batch_tiles, bar=bar))
+    features = target_features()
+    with tempfile.TemporaryDirectory(prefix="tfxla_wrap_") as tmp:
+        staging = Path(tmp)
+        files: dict[str, dict] = {}
+        for sig in compiled:
+            for kernels in sig.kernels.values():
+                for k in kernels:
+                    if k.kernel_hash in files:
+                        continue
+                    f = _kernel_files(k)
+                    shutil.copyfile(f["so_path"], staging / f"{f['id']}.so")
+                    (staging / f"{f['id']}.c").write_text(f["source"])
+                    (staging / f"{f['id']}.hlo.txt").write_text(f["hlo"])
+                    f["c_sha256"] = sha256_file(staging / f"{f['id']}.c")
+                    if sha256_file(staging / f"{f['id']}.so") != f["so_sha256"]:
+                        raise RuntimeError(f"kernel {f['so_path']} changed while wrapping")
+                    files[k.kernel_hash] = f
+        manifest = _manifest(src, compiled, files, features, freeze, jit_compile)
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        module = tf.Module()
+        assets = {f["id"]: tf.saved_model.Asset(str(staging / f"{f['id']}.so")) for f in files.values()}
+        module.tfxla_kernels = list(assets.values())
+        module.tfxla_sources = [tf.saved_model.Asset(str(staging / f"{f['id']}{ext}"))
+                                for f in files.values() for ext in (".c", ".hlo.txt")]
+        module.tfxla_manifest = tf.saved_model.Asset(str(staging / MANIFEST))
+        variables = {}
+        for sig in compiled:
+            for v in sig.cf.variables:
+                variables[id(v)] = v
+        module.tfxla_variables = list(variables.values())
+        functions = {}
+        for sig in compiled:
+            gd = tf.compat.v1.GraphDef()
+            gd.CopyFrom(sig.compiled.rewritten.graph_def)
+            _launch_attrs(gd, sig, files, features, strip_graphs=freeze)
+            functions[sig.name] = _serving_function(sig, gd, assets)
+        module.tfxla_signatures = functions
+        tf.saved_model.save(module, str(dst), signatures=functions)
+    reports = [_report(sig) for sig in compiled]
+    report = WrapReport(str(src), str(dst), reports, time.perf_counter() - start)
+    log.info("%s", report)
+    return report
+
+
+def _report(sig: _Signature) -> SignatureReport:
+    data = summary_json(sig.compiled.analysis)
+    kernels = [k for ks in sig.kernels.values() for k in ks]
+    return SignatureReport(sig.name, len(sig.kernels), len(kernels), data["nodes_clustered"], data["nodes_total"],
+                           sig.tiles, sum(k.compile_seconds for k in kernels), sig.notes)
+
+
+def _manifest(src: Path, compiled: list[_Signature], files: dict, features, freeze: bool, jit_compile) -> dict:
+    signatures = {}
+    kernels = {}
+    for sig in compiled:
+        inputs = sig.cf.structured_input_signature[1]
+        outputs = sig.cf.structured_outputs
+        clusters = []
+        for spec in sig.compiled.analysis.clusters:
+            ks = sig.kernels[spec.name]
+            clusters.append({"name": spec.name, "hlo_ops": sum(1 for _ in ks[0].hlo.instructions()),
+                             "batch_polymorphic": bool(sig.tiles), "note": "",
+                             "kernels": [files[k.kernel_hash]["id"] for k in ks]})
+            for tile, k in zip(sig.tiles or (None,), ks):
+                f = files[k.kernel_hash]
+                kernels[f["id"]] = {"signature": sig.name, "cluster": spec.name, "batch_tile": tile,
+                                    "so": f"{f['id']}.so", "so_sha256": f["so_sha256"], "c": f"{f['id']}.c",
+                                    "c_sha256": f["c_sha256"], "hlo": f"{f['id']}.hlo.txt",
+                                    "compile_seconds": f["compile_seconds"]}
+        clusters.extend({"name": name, "hlo_ops": 0, "batch_polymorphic": False, "note": why, "kernels": []}
+                        for name, why in sig.notes.items())
+        signatures[sig.name] = {
+            "inputs": {k: _spec_json(v) for k, v in inputs.items()},
+            "outputs": {k: _spec_json(tf.TensorSpec(v.shape, v.dtype)) for k, v in
+                        (outputs.items() if isinstance(outputs, dict) else enumerate(tf.nest.flatten(outputs)))},
+            "batch_tiles": list(sig.tiles),
+            "clustering": summary_json(sig.compiled.analysis),
+            "clusters": clusters,
+        }
+    return {"format": FORMAT, "tfxla_version": __version__, "tf_version": tf.__version__, "backend": "cpu",
+            "source": str(src.resolve()), "frozen": freeze, "jit_compile": jit_compile,
+            "cpu_features": list(features), "signatures": signatures, "kernels": kernels}
