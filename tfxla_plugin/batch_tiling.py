@@ -36,7 +36,7 @@ PROBES = (2, 3)
 DEFAULT_TILES = (1, 8)
 
 
-class NotTileable(UnsupportedGraphError):
+class NotTileable(ValueError):
     """A must-compile function whose clusters cannot be tiled over the batch dimension."""
 
 

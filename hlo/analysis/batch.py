@@ -32,7 +32,20 @@ from hlo.opcodes import Opcode as O
 from hlo.passes.dce import DeadCodeElimination
 from hlo.shapes import TupleShape
 
-Info = Union[int, None, tuple]  # batch dim of an array value, None if batch-free, tuple for tuples
+
+@dataclass(frozen=True)
+class Batch:
+    """Where an array value carries the batch: dim ``dim`` has ``factor`` entries per batch row, rows
+    outermost (``[B*6, 8]`` from reshaping ``[B, 6, 8]`` is ``Batch(0, 6)``)."""
+
+    dim: int
+    factor: int = 1
+
+    def at(self, dim: int) -> "Batch":
+        return Batch(dim, self.factor)
+
+
+Info = Union[Batch, None, tuple]  # an array's batch, None if batch-free, a tuple for tuple values
 
 
 class NotBatchPolymorphic(HloError):
@@ -56,7 +69,10 @@ class _Ctx:
     bb: int
 
     def fail(self, why: str) -> NotBatchPolymorphic:
-        return NotBatchPolymorphic(f"%{self.ins.name} ({self.ins.opcode.text}): {why}")
+        meta = self.ins.metadata
+        node = meta.get("op_name") if meta is not None else None
+        where = f", TF node {node}" if node else ""
+        return NotBatchPolymorphic(f"%{self.ins.name} ({self.ins.opcode.text}{where}): {why}")
 
     def batched(self) -> list[int]:
         return [k for k, i in enumerate(self.ops) if i is not None]
@@ -80,22 +96,25 @@ def _diff_dims(a, b) -> set[int] | None:
     return {i for i, (x, y) in enumerate(zip(a.dims, b.dims)) if x != y}
 
 
-def _shape_dim(ctx: _Ctx) -> Info:
-    """The batch dim of a value made without batched operands (iota, broadcast of a batch-free value)."""
+def _shape_batch(ctx: _Ctx) -> Info:
+    """The batch of a value made without batched operands (iota, broadcast of a batch-free value)."""
     diff = _diff_dims(ctx.ins.shape, ctx.other.shape)
     if not diff:
         return None
     if len(diff) > 1:
         raise ctx.fail(f"shape changes with the batch size in dims {sorted(diff)}")
-    return diff.pop()
+    e = diff.pop()
+    if ctx.ins.shape.dims[e] % ctx.ba:
+        raise ctx.fail(f"dim {e} changes with the batch size but is not a multiple of it")
+    return Batch(e, ctx.ins.shape.dims[e] // ctx.ba)
 
 
 def _same(ctx: _Ctx) -> Info:
-    """Operands that are batched must all be batched along the same dim, which the result keeps."""
-    dims = {ctx.ops[k] for k in ctx.batched()}
-    if len(dims) > 1:
-        raise ctx.fail(f"operands are batched along different dims {sorted(dims)}")
-    return dims.pop() if dims else None
+    """Operands that are batched must all be batched alike, which the result keeps."""
+    found = {ctx.ops[k] for k in ctx.batched()}
+    if len(found) > 1:
+        raise ctx.fail(f"operands are batched differently: {sorted(found, key=str)}")
+    return found.pop() if found else None
 
 
 @_rule(O.PARAMETER, O.CONSTANT)
@@ -105,113 +124,117 @@ def _leaf(ctx: _Ctx) -> Info:
 
 @_rule(O.IOTA)
 def _iota(ctx: _Ctx) -> Info:
-    d = _shape_dim(ctx)
-    if d is not None and d == ctx.ins.attr("iota_dimension"):
+    b = _shape_batch(ctx)
+    if b is not None and b.dim == ctx.ins.attr("iota_dimension"):
         raise ctx.fail("iota along the batch dimension numbers the rows")
-    return d
+    return b
 
 
 @_rule(O.BROADCAST)
 def _broadcast(ctx: _Ctx) -> Info:
-    if ctx.ops[0] is None:
-        return _shape_dim(ctx)
-    return tuple(ctx.ins.attr("dimensions", ()))[ctx.ops[0]]
+    b = ctx.ops[0]
+    if b is None:
+        return _shape_batch(ctx)
+    return b.at(tuple(ctx.ins.attr("dimensions", ()))[b.dim])
 
 
 @_rule(O.RESHAPE, O.BITCAST)
 def _reshape(ctx: _Ctx) -> Info:
-    d = ctx.ops[0]
-    if d is None:
+    b = ctx.ops[0]
+    if b is None:
         return None
     diff = _diff_dims(ctx.ins.shape, ctx.other.shape)
     if not diff or len(diff) != 1:
-        raise ctx.fail("the reshape merges or splits the batch dimension")
+        raise ctx.fail("the reshape spreads the batch over several dims")
     e = next(iter(diff))
+    # Rows stay whole and outermost in dim e when the dims before it hold the same elements.
     for shape_in, shape_out in ((ctx.shapes[0], ctx.ins.shape), (ctx.other_shapes[0], ctx.other.shape)):
-        if math.prod(shape_in.dims[:d]) != math.prod(shape_out.dims[:e]):
-            raise ctx.fail("the reshape merges or splits the batch dimension")
-    return e
+        if math.prod(shape_in.dims[:b.dim]) != math.prod(shape_out.dims[:e]):
+            raise ctx.fail("the reshape merges the batch dimension with a dimension outside it")
+    if ctx.ins.shape.dims[e] % ctx.ba:
+        raise ctx.fail("the reshape splits the batch dimension")
+    return Batch(e, ctx.ins.shape.dims[e] // ctx.ba)
 
 
 @_rule(O.TRANSPOSE)
 def _transpose(ctx: _Ctx) -> Info:
-    d = ctx.ops[0]
-    return None if d is None else tuple(ctx.ins.attr("dimensions")).index(d)
+    b = ctx.ops[0]
+    return None if b is None else b.at(tuple(ctx.ins.attr("dimensions")).index(b.dim))
 
 
 @_rule(O.SLICE)
 def _slice(ctx: _Ctx) -> Info:
-    d = ctx.ops[0]
-    if d is None:
+    b = ctx.ops[0]
+    if b is None:
         return None
     for inst, size in ((ctx.ins, ctx.ba), (ctx.other, ctx.bb)):
-        s = inst.attr("slice")[d]
-        if (s.start, s.limit, s.stride) != (0, size, 1):
+        s = inst.attr("slice")[b.dim]
+        if (s.start, s.limit, s.stride) != (0, size * b.factor, 1):
             raise ctx.fail("the slice does not keep every row")
-    return d
+    return b
 
 
 @_rule(O.CONCATENATE)
 def _concatenate(ctx: _Ctx) -> Info:
-    d = _same(ctx)
-    if d is not None and (len(ctx.batched()) != len(ctx.ops) or d == tuple(ctx.ins.attr("dimensions"))[0]):
+    b = _same(ctx)
+    if b is not None and (len(ctx.batched()) != len(ctx.ops) or b.dim == tuple(ctx.ins.attr("dimensions"))[0]):
         raise ctx.fail("concatenates along the batch dimension")
-    return d
+    return b
 
 
 @_rule(O.PAD)
 def _pad(ctx: _Ctx) -> Info:
-    d = ctx.ops[0]
+    b = ctx.ops[0]
     if ctx.ops[1] is not None:
         raise ctx.fail("the padding value depends on the batch")
-    if d is not None:
-        p = ctx.ins.attr("padding")[d]
+    if b is not None:
+        p = ctx.ins.attr("padding")[b.dim]
         if (p.low, p.high, p.interior) != (0, 0, 0):
             raise ctx.fail("pads the batch dimension")
-    return d
+    return b
 
 
 @_rule(O.REVERSE)
 def _reverse(ctx: _Ctx) -> Info:
-    d = ctx.ops[0]
-    if d is not None and d in tuple(ctx.ins.attr("dimensions", ())):
+    b = ctx.ops[0]
+    if b is not None and b.dim in tuple(ctx.ins.attr("dimensions", ())):
         raise ctx.fail("reverses the batch dimension")
-    return d
+    return b
 
 
-def _reduced(ctx: _Ctx, n_inputs: int) -> int | None:
+def _reduced(ctx: _Ctx, n_inputs: int) -> Info:
     if any(i is not None for i in ctx.ops[n_inputs:]):
         raise ctx.fail("the init value depends on the batch")
-    d = _same(dataclasses.replace(ctx, ops=ctx.ops[:n_inputs]))
-    if d is not None and any(ctx.ops[k] is None for k in range(n_inputs)):
+    b = _same(dataclasses.replace(ctx, ops=ctx.ops[:n_inputs]))
+    if b is not None and any(ctx.ops[k] is None for k in range(n_inputs)):
         raise ctx.fail("some inputs are batched and some are not")
-    return d
+    return b
 
 
-def _per_output(ctx: _Ctx, d: Info) -> Info:
-    return tuple(d for _ in ctx.ins.shape.elements) if isinstance(ctx.ins.shape, TupleShape) else d
+def _per_output(ctx: _Ctx, b: Info) -> Info:
+    return tuple(b for _ in ctx.ins.shape.elements) if isinstance(ctx.ins.shape, TupleShape) else b
 
 
 @_rule(O.REDUCE)
 def _reduce(ctx: _Ctx) -> Info:
-    d = _reduced(ctx, len(ctx.ops) // 2)
-    if d is None:
+    b = _reduced(ctx, len(ctx.ops) // 2)
+    if b is None:
         return _per_output(ctx, None)
     dims = tuple(ctx.ins.attr("dimensions"))
-    if d in dims:
+    if b.dim in dims:
         raise ctx.fail("reduces over the batch dimension")
-    return _per_output(ctx, d - sum(1 for x in dims if x < d))
+    return _per_output(ctx, b.at(b.dim - sum(1 for x in dims if x < b.dim)))
 
 
 @_rule(O.REDUCE_WINDOW)
 def _reduce_window(ctx: _Ctx) -> Info:
-    d = _reduced(ctx, len(ctx.ops) // 2)
-    if d is not None:
+    b = _reduced(ctx, len(ctx.ops) // 2)
+    if b is not None:
         w = ctx.ins.attr("window", Window()).dims
-        if w and (w[d].size, w[d].stride, w[d].pad_low, w[d].pad_high, w[d].lhs_dilate, w[d].rhs_dilate) != \
-                (1, 1, 0, 0, 1, 1):
+        if w and (w[b.dim].size, w[b.dim].stride, w[b.dim].pad_low, w[b.dim].pad_high, w[b.dim].lhs_dilate,
+                  w[b.dim].rhs_dilate) != (1, 1, 0, 0, 1, 1):
             raise ctx.fail("the window spans the batch dimension")
-    return _per_output(ctx, d)
+    return _per_output(ctx, b)
 
 
 @_rule(O.DOT)
@@ -222,17 +245,17 @@ def _dot(ctx: _Ctx) -> Info:
     lfree = [i for i in range(len(ctx.shapes[0].dims)) if i not in lb and i not in lc]
     rfree = [i for i in range(len(ctx.shapes[1].dims)) if i not in rb and i not in rc]
     if l is not None and r is not None:
-        if l in lb and r == rb[lb.index(l)]:
-            return lb.index(l)
+        if l.dim in lb and r.dim == rb[lb.index(l.dim)] and l.factor == r.factor:
+            return l.at(lb.index(l.dim))
         raise ctx.fail("both operands are batched, but not along a paired batch dimension")
     if l is not None:
-        if l not in lfree:
+        if l.dim not in lfree:
             raise ctx.fail("contracts over the batch dimension")
-        return len(lb) + lfree.index(l)
+        return l.at(len(lb) + lfree.index(l.dim))
     if r is not None:
-        if r not in rfree:
+        if r.dim not in rfree:
             raise ctx.fail("contracts over the batch dimension")
-        return len(lb) + len(lfree) + rfree.index(r)
+        return r.at(len(lb) + len(lfree) + rfree.index(r.dim))
     return None
 
 
@@ -244,9 +267,9 @@ def _convolution(ctx: _Ctx) -> Info:
         raise ctx.fail("the kernel depends on the batch")
     if l is None:
         return None
-    if l != labels.input_batch or ctx.ins.attr("batch_group_count", 1) != 1:
+    if l.dim != labels.input_batch or ctx.ins.attr("batch_group_count", 1) != 1:
         raise ctx.fail("the batch dimension is not the convolution's batch dimension")
-    return labels.output_batch
+    return l.at(labels.output_batch)
 
 
 @_rule(O.GATHER)
@@ -257,28 +280,28 @@ def _gather(ctx: _Ctx) -> Info:
     if indices is None:
         return None
     ivd = ctx.ins.attr("index_vector_dim")
-    if indices == ivd or ctx.ins.attr("operand_batching_dims", ()):
+    if indices.dim == ivd or ctx.ins.attr("operand_batching_dims", ()):
         raise ctx.fail("the batch dimension indexes the operand")
     index_batch = [i for i in range(len(ctx.shapes[1].dims)) if i != ivd]
     offset = set(ctx.ins.attr("offset_dims", ()))
     out_batch = [i for i in range(len(ctx.ins.shape.dims)) if i not in offset]
-    return out_batch[index_batch.index(indices)]
+    return indices.at(out_batch[index_batch.index(indices.dim)])
 
 
 @_rule(O.SORT)
 def _sort(ctx: _Ctx) -> Info:
-    d = _same(ctx)
-    if d is not None and (len(ctx.batched()) != len(ctx.ops) or d == tuple(ctx.ins.attr("dimensions"))[0]):
+    b = _same(ctx)
+    if b is not None and (len(ctx.batched()) != len(ctx.ops) or b.dim == tuple(ctx.ins.attr("dimensions"))[0]):
         raise ctx.fail("sorts along the batch dimension")
-    return _per_output(ctx, d)
+    return _per_output(ctx, b)
 
 
 @_rule(O.TOPK)
 def _topk(ctx: _Ctx) -> Info:
-    d = ctx.ops[0]
-    if d is not None and d == len(ctx.shapes[0].dims) - 1:
+    b = ctx.ops[0]
+    if b is not None and b.dim == len(ctx.shapes[0].dims) - 1:
         raise ctx.fail("top-k along the batch dimension")
-    return _per_output(ctx, d)
+    return _per_output(ctx, b)
 
 
 @_rule(O.TUPLE)
@@ -293,7 +316,8 @@ def _gte(ctx: _Ctx) -> Info:
 
 
 def _elementwise_or_refuse(ctx: _Ctx) -> Info:
-    if ctx.ins.opcode.is_elementwise or ctx.ins.opcode in (O.MAP, O.COPY):
+    same_rank = ctx.ins.opcode == O.BITCAST_CONVERT and len(ctx.shapes[0].dims) == len(ctx.ins.shape.dims)
+    if ctx.ins.opcode.is_elementwise or ctx.ins.opcode in (O.MAP, O.COPY, O.REDUCE_PRECISION) or same_rank:
         return _same(ctx)
     if ctx.batched() or _diff_dims_any(ctx.ins.shape, ctx.other.shape):
         raise ctx.fail("has no batch-polymorphism rule and touches the batch")
@@ -322,8 +346,9 @@ def _check_shape(ctx: _Ctx, info: Info, a, b) -> None:
             raise ctx.fail(f"its shape changes with the batch size (dims {sorted(diff)}) in a way the "
                            f"rules cannot follow")
         return
-    if diff != {info} or a.dims[info] != ctx.ba or b.dims[info] != ctx.bb:
-        raise ctx.fail(f"its batch dimension {info} does not scale with the batch size "
+    d, f = info.dim, info.factor
+    if diff != {d} or a.dims[d] != ctx.ba * f or b.dims[d] != ctx.bb * f:
+        raise ctx.fail(f"its batch dimension {d} does not scale with the batch size "
                        f"({list(a.dims)} vs {list(b.dims)})")
 
 
@@ -363,7 +388,7 @@ def batch_polymorphism(a: HloModule, b: HloModule, ba: int, bb: int,
             raise ctx.fail(problem)
         if x.opcode == O.PARAMETER:
             k = x.parameter_number
-            info = 0 if k < len(batched) and batched[k] else None
+            info = Batch(0) if k < len(batched) and batched[k] else None
         else:
             info = _RULES.get(x.opcode, _elementwise_or_refuse)(ctx)
         if x.opcode == O.SLICE and info is None and x.attr("slice") != y.attr("slice"):
@@ -371,12 +396,12 @@ def batch_polymorphism(a: HloModule, b: HloModule, ba: int, bb: int,
         _check_shape(ctx, info, x.shape, y.shape)
         infos[x.name] = info
     root = infos[ea.root.name]
-    elements = ea.root.shape.elements if isinstance(ea.root.shape, TupleShape) else (ea.root.shape,)
     root_infos = root if isinstance(root, tuple) else (root,)
     outputs = []
     for k, info in enumerate(root_infos):
-        if isinstance(info, tuple) or info not in (None, 0):
-            raise NotBatchPolymorphic(f"output {k} has its batch dimension at dim {info}, not dim 0")
-        outputs.append(info == 0)
+        if isinstance(info, tuple) or (info is not None and info != Batch(0)):
+            where = f"at dim {info.dim}" if isinstance(info, Batch) and info.dim else "merged with another dim"
+            raise NotBatchPolymorphic(f"output {k} has its batch dimension {where}, not alone at dim 0")
+        outputs.append(info is not None)
     params = tuple(bool(k < len(batched) and batched[k]) for k in range(len(ea.parameters)))
     return BatchPolymorphism(params, tuple(outputs))
