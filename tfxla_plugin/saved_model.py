@@ -97,8 +97,9 @@ def _kernel_files(compiled) -> dict:
 class _Signature:
     """One compiled signature: its CompiledGraph and what the saved function needs."""
 
-    def __init__(self, name: str, cf, compiled: CompiledGraph):
+    def __init__(self, name: str, cf, compiled: CompiledGraph, signature=None):
         self.name, self.cf, self.compiled = name, cf, compiled
+        self.signature = signature if signature is not None else cf  # the original: input/output structure
         tiling = compiled.tiling
         if tiling is not None:
             self.kernels = {t.name: t.kernels for t in tiling.tiled}
@@ -110,9 +111,9 @@ class _Signature:
             self.notes = {}
 
 
-def _compile_signature(name: str, cf, *, jit_compile, flags: Flags, batch_tiles, bar) -> _Signature:
+def _compile_signature(name: str, cf, signature, *, jit_compile, flags: Flags, batch_tiles, bar) -> _Signature:
     must = jit_compile is True
-    inputs = tf.nest.flatten(cf.structured_input_signature, expand_composites=True)
+    inputs = tf.nest.flatten(signature.structured_input_signature, expand_composites=True)
     batched = any(s.shape.rank and s.shape[0] is None for s in inputs)
 
     def progress(cluster, tile, compiled):
@@ -123,7 +124,7 @@ def _compile_signature(name: str, cf, *, jit_compile, flags: Flags, batch_tiles,
         compiled = CompiledGraph.build_tiled(cf, must_compile=must, flags=flags, tiles=batch_tiles, progress=progress)
     else:
         compiled = CompiledGraph.build(cf, must_compile=must, flags=flags)
-    return _Signature(name, cf, compiled)
+    return _Signature(name, cf, compiled, signature)
 
 
 def _launch_attrs(gd, sig: _Signature, files: dict[str, dict], features: Sequence[str], strip_graphs: bool) -> None:
@@ -149,13 +150,13 @@ def _serving_function(sig: _Signature, gd, assets: dict[str, tf.saved_model.Asse
     graph = cf.graph
     n_data = len(graph.inputs) - len(graph.captures)
     data = [t.name for t in graph.inputs[:n_data]]
-    specs = tf.nest.flatten(cf.structured_input_signature, expand_composites=True)
-    kwargs_specs = cf.structured_input_signature[1]
+    specs = tf.nest.flatten(sig.signature.structured_input_signature, expand_composites=True)
+    kwargs_specs = sig.signature.structured_input_signature[1]
     captures = list(graph.captures)
     variables = list(cf.variables)
     fetch_names = [t.name for t in graph.outputs]
     targets = [op.name for op in graph.control_outputs]
-    structure = cf.structured_outputs
+    structure = sig.signature.structured_outputs
     launches = {launch: cluster for cluster, launch in sig.compiled.rewritten.launch_nodes.items()}
     path_inputs = {}  # kernel-path Const tensor -> kernel ids
     nodes = {n.name: n for n in gd.node}
@@ -223,12 +224,12 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
     compiled: list[_Signature] = []
     with tqdm(names, desc="tfxla wrap", unit="signature", disable=not progress) as bar:
         for name in bar:
-            cf = loaded.signatures[name]
+            signature = cf = loaded.signatures[name]
             if freeze:
                 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-                cf = convert_variables_to_constants_v2(cf)
-            compiled.append(_compile_signature(name, cf, jit_compile=jit_compile, flags=flags,
+                cf = convert_variables_to_constants_v2(signature)
+            compiled.append(_compile_signature(name, cf, signature, jit_compile=jit_compile, flags=flags,
                                                batch_tiles=batch_tiles, bar=bar))
     features = target_features()
     with tempfile.TemporaryDirectory(prefix="tfxla_wrap_") as tmp:
@@ -285,8 +286,8 @@ def _manifest(src: Path, compiled: list[_Signature], files: dict, features, free
     signatures = {}
     kernels = {}
     for sig in compiled:
-        inputs = sig.cf.structured_input_signature[1]
-        outputs = sig.cf.structured_outputs
+        inputs = sig.signature.structured_input_signature[1]
+        outputs = sig.signature.structured_outputs
         clusters = []
         for spec in sig.compiled.analysis.clusters:
             ks = sig.kernels[spec.name]

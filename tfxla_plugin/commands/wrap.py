@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
                                   tag_set=args.tag_set, backend=args.backend, freeze=args.freeze,
                                   jit_compile=args.jit_compile, batch_tiles=args.batch_tiles,
                                   progress=not args.quiet)
-    except (OSError, ValueError, NotImplementedError, UnsupportedGraphError) as e:
+    except (OSError, ValueError, NotImplementedError, UnsupportedGraphError) as e:  # NotTileable is a ValueError
         print(f"tfxla wrap: {e}", file=sys.stderr)
         return 1
     print(report)

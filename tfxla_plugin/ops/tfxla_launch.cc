@@ -55,7 +55,6 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
 #include "tensorflow/core/platform/errors.h"  // TF_RETURN_IF_ERROR
-#include "tensorflow/core/platform/logging.h"
 
 namespace tfxla {
 namespace {
@@ -645,8 +644,9 @@ class TfxlaLaunchOp : public OpKernel {
     std::string rebuilt;
     if (!RebuildFromSource(source, &rebuilt))
       return Internal("tfxla kernel '", path, "' ", why, ", and rebuilding it from '", source, "' failed: ", rebuilt);
-    LOG(WARNING) << "tfxla: kernel '" << path << "' " << why << "; rebuilt it from its C source into '" << rebuilt
-                 << "'";
+    // Written to stderr directly: TF's C++ log is often silenced (TF_CPP_MIN_LOG_LEVEL) and this must be seen.
+    std::fprintf(stderr, "tfxla: kernel '%s' %s; rebuilt it from its C source into '%s'\n", path.c_str(),
+                 why.c_str(), rebuilt.c_str());
     return KernelTable::Get().Lookup(rebuilt, "", out);
   }
 

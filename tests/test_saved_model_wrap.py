@@ -1,0 +1,217 @@
+"""``tfxla_plugin.saved_model.wrap`` / ``tfxla wrap``: wrapped SavedModels load anywhere and match the original.
+
+Small Keras models are saved both ways (``tf.saved_model.save`` and ``model.export``), wrapped,
+moved, and loaded again (in this process and in a fresh one); outputs are compared against the
+original model for batch sizes 1, 3 and 8 from one set of kernels. Tampering with a stored kernel
+makes the op rebuild it from its C source, and tampering with both is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_plugin  # noqa: F401  (registers the TfxlaLaunch op)
+from tfxla_plugin import saved_model
+from tfxla_plugin.cli import main as cli_main
+from tfxla_plugin.cluster_compiler import sha256_file
+
+BATCHES = (1, 3, 8)
+TOL = dict(rtol=1e-5, atol=1e-6)
+
+
+def _mlp() -> keras.Model:
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((12,)), keras.layers.Dense(16, activation="relu"),
+                             keras.layers.Dense(4, activation="softmax")])
+
+
+def _inputs(n: int) -> np.ndarray:
+    return np.random.default_rng(n).standard_normal((n, 12)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def wrapped(tmp_path_factory) -> dict:
+    """The MLP saved both ways and wrapped once each: style -> (model, src, dst, report)."""
+    root = tmp_path_factory.mktemp("wrap")
+    model = _mlp()
+    out = {}
+    for style in ("saved_model", "export"):
+        src, dst = root / f"{style}_src", root / f"{style}_dst"
+        if style == "saved_model":
+            tf.saved_model.save(model, str(src))
+        else:
+            model.export(str(src), verbose=False)
+        out[style] = (model, src, dst, saved_model.wrap(src, dst, progress=False))
+    return out
+
+
+def _signature(path: Path, name: str = "serving_default"):
+    return tf.saved_model.load(str(path)).signatures[name]
+
+
+def _call(sig, x: np.ndarray) -> dict[str, np.ndarray]:
+    (key,) = sig.structured_input_signature[1]
+    return {k: v.numpy() for k, v in sig(**{key: tf.constant(x)}).items()}
+
+
+@pytest.mark.parametrize("style", ["saved_model", "export"])
+def test_wrapped_model_keeps_the_signature_and_matches(wrapped, style, tmp_path) -> None:
+    model, src, dst, report = wrapped[style]
+    original, moved = _signature(src), tmp_path / "moved"
+    shutil.copytree(dst, moved)
+    sig = _signature(moved)
+    assert sig.structured_input_signature == original.structured_input_signature
+    assert set(sig.structured_outputs) == set(original.structured_outputs)
+    (key,) = sig.structured_input_signature[1]
+    assert sig.structured_input_signature[1][key].shape.as_list() == [None, 12]
+    ops = {n.op for n in sig.graph.as_graph_def().node} | {
+        n.op for f in sig.graph.as_graph_def().library.function for n in f.node_def}
+    assert "TfxlaLaunch" in ops and "MatMul" not in ops
+    for n in BATCHES:
+        got, want = _call(sig, _inputs(n)), _call(original, _inputs(n))
+        for k in want:
+            np.testing.assert_allclose(got[k], want[k], **TOL, err_msg=f"{style} batch {n}")
+        np.testing.assert_allclose(list(got.values())[0], model(_inputs(n)).numpy(), **TOL)
+    assert report.signatures[0].batch_tiles == (1, 8)
+
+
+def test_manifest_records_every_kernel_and_its_hashes(wrapped) -> None:
+    _, src, dst, report = wrapped["saved_model"]
+    manifest = saved_model.read_manifest(dst)
+    assert manifest["format"] == saved_model.FORMAT and manifest["backend"] == "cpu"
+    assert saved_model.read_manifest(src) is None
+    sig = manifest["signatures"]["serving_default"]
+    assert sig["inputs"] == {"inputs": {"dtype": "float32", "shape": [None, 12]}}
+    assert sig["batch_tiles"] == [1, 8] and sig["clustering"]["nodes_clustered"] > 0
+    assert len(manifest["kernels"]) == 2  # one cluster, two tiles
+    for kid, k in manifest["kernels"].items():
+        assert sha256_file(dst / "assets" / k["so"]) == k["so_sha256"]
+        assert sha256_file(dst / "assets" / k["c"]) == k["c_sha256"]
+        assert (dst / "assets" / k["hlo"]).read_text().startswith("HloModule")
+        assert k["batch_tile"] in (1, 8) and kid in sig["clusters"][0]["kernels"]
+    assert "avx2" in manifest["cpu_features"] or not manifest["cpu_features"]
+
+
+def test_fresh_process_loads_a_moved_model(wrapped, tmp_path) -> None:
+    _, src, dst, _ = wrapped["export"]
+    moved = tmp_path / "elsewhere" / "model"
+    shutil.copytree(dst, moved)
+    for n in BATCHES:
+        np.save(tmp_path / f"x{n}.npy", _inputs(n))
+    script = textwrap.dedent(f"""
+        import numpy as np, tensorflow as tf, tfxla_plugin
+        sig = tf.saved_model.load({str(moved)!r}).signatures["serving_default"]
+        (key,) = sig.structured_input_signature[1]
+        for n in {BATCHES!r}:
+            out = sig(**{{key: tf.constant(np.load({str(tmp_path)!r} + f"/x{{n}}.npy"))}})
+            np.save({str(tmp_path)!r} + f"/y{{n}}.npy", list(out.values())[0].numpy())
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    original = _signature(src)
+    for n in BATCHES:
+        want = list(_call(original, _inputs(n)).values())[0]
+        np.testing.assert_allclose(np.load(tmp_path / f"y{n}.npy"), want, **TOL)
+
+
+def _flip_byte(path: Path, offset: int = 0) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 + offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_tampered_kernel_is_rebuilt_from_its_source(wrapped, tmp_path, capfd) -> None:
+    _, src, dst, _ = wrapped["saved_model"]
+    copy = tmp_path / "tampered"
+    shutil.copytree(dst, copy)
+    manifest = saved_model.read_manifest(copy)
+    for k in manifest["kernels"].values():
+        _flip_byte(copy / "assets" / k["so"])
+    sig = _signature(copy)
+    for n in BATCHES:
+        np.testing.assert_allclose(list(_call(sig, _inputs(n)).values())[0],
+                                   list(_call(_signature(src), _inputs(n)).values())[0], **TOL)
+    err = capfd.readouterr().err
+    assert "rebuilt it from its C source" in err and "not the recorded" in err
+
+
+def test_tampered_kernel_and_source_are_refused(wrapped, tmp_path) -> None:
+    _, _, dst, _ = wrapped["saved_model"]
+    copy = tmp_path / "both"
+    shutil.copytree(dst, copy)
+    manifest = saved_model.read_manifest(copy)
+    for k in manifest["kernels"].values():
+        _flip_byte(copy / "assets" / k["so"])
+        c = copy / "assets" / k["c"]
+        c.write_text(c.read_text() + "\n/* changed */\n")
+    sig = _signature(copy)
+    with pytest.raises(tf.errors.DataLossError, match="C source .* refusing to load or rebuild"):
+        _call(sig, _inputs(3))
+
+
+def test_missing_cpu_features_rebuild(tmp_path, monkeypatch, capfd) -> None:
+    model = _mlp()
+    tf.saved_model.save(model, str(tmp_path / "src"))
+    monkeypatch.setattr(saved_model, "target_features", lambda: ("avx2", "tfxla_test_missing_isa"))
+    saved_model.wrap(tmp_path / "src", tmp_path / "dst", progress=False)
+    sig = _signature(tmp_path / "dst")
+    np.testing.assert_allclose(list(_call(sig, _inputs(3)).values())[0], model(_inputs(3)).numpy(), **TOL)
+    assert "lacks (tfxla_test_missing_isa)" in capfd.readouterr().err
+
+
+def test_freeze_folds_weights_and_still_matches(tmp_path) -> None:
+    model = _mlp()
+    tf.saved_model.save(model, str(tmp_path / "src"))
+    saved_model.wrap(tmp_path / "src", tmp_path / "dst", freeze=True, progress=False)
+    assert saved_model.read_manifest(tmp_path / "dst")["frozen"] is True
+    sig = _signature(tmp_path / "dst")
+    assert not sig.graph.variables
+    for n in BATCHES:
+        np.testing.assert_allclose(list(_call(sig, _inputs(n)).values())[0], model(_inputs(n)).numpy(), **TOL)
+
+
+class _BatchNormalized(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+    def serve(self, x):
+        centered = x - tf.reduce_mean(x, axis=0)  # depends on the whole batch: cannot be tiled
+        return {"y": tf.tanh(centered * 2.0 + 1.0) * 3.0 - 1.0}
+
+
+def test_row_dependent_signature_stays_in_tensorflow_under_auto(tmp_path) -> None:
+    module = _BatchNormalized()
+    tf.saved_model.save(module, str(tmp_path / "src"), signatures={"serving_default": module.serve})
+    report = saved_model.wrap(tmp_path / "src", tmp_path / "dst", progress=False)
+    assert report.signatures[0].notes, "the row-dependent cluster should be noted"
+    assert "reduces over the batch dimension" in " ".join(report.signatures[0].notes.values())
+    sig = _signature(tmp_path / "dst")
+    for n in BATCHES:
+        x = np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)
+        np.testing.assert_allclose(sig(x=tf.constant(x))["y"].numpy(), module.serve(tf.constant(x))["y"].numpy(),
+                                   rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="cannot compile for every batch size"):
+        saved_model.wrap(tmp_path / "src", tmp_path / "dst2", jit_compile=True, progress=False)
+
+
+def test_cli_wrap_and_its_errors(tmp_path, capsys) -> None:
+    tf.saved_model.save(_mlp(), str(tmp_path / "src"))
+    assert cli_main(["wrap", "--dir", str(tmp_path / "src"), "--output_dir", str(tmp_path / "out"), "--quiet",
+                     "--batch_tiles", "2,4"]) == 0
+    assert "batch tiles [2, 4]" in capsys.readouterr().out
+    assert json.loads((tmp_path / "out" / "assets" / saved_model.MANIFEST).read_text())["signatures"]
+    assert cli_main(["wrap", "--dir", str(tmp_path / "nope"), "--output_dir", str(tmp_path / "o2"), "--quiet"]) == 1
+    assert "is not a SavedModel directory" in capsys.readouterr().err
+    assert cli_main(["wrap", "--dir", str(tmp_path / "src"), "--output_dir", str(tmp_path / "out"), "--quiet"]) == 1
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert cli_main(["wrap", "--dir", str(tmp_path / "src"), "--output_dir", str(tmp_path / "o3"), "--quiet",
+                     "--signature_def", "nope"]) == 1
+    assert "unknown signature(s) ['nope']" in capsys.readouterr().err
