@@ -51,7 +51,7 @@ setup(
     long_description=(HERE / "README.md").read_text(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["tfxla_plugin*", "graph_passes*", "hlo*", "backends*"]),
+    packages=find_packages(include=["tfxla_plugin*", "graph_passes*", "hlo*", "backends*", "saved_models*"]),
     package_data={"tfxla_plugin": ["ops/*.cc", "ops/*.h"]},
     cmdclass={"build_py": BuildPyWithOp},
     install_requires=["numpy>=1.26", "ml_dtypes>=0.4", "onednn-cpu-gomp==2023.2.0", "onednn-devel-cpu-gomp==2023.2.0",

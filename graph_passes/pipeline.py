@@ -195,7 +195,11 @@ def summary_json(result: ClusteringResult) -> dict:
 
 
 def summary(result: ClusteringResult) -> str:
-    data = summary_json(result)
+    return render(summary_json(result))
+
+
+def render(data: dict) -> str:
+    """The text of a ``summary_json`` dict (also one stored in a wrapped SavedModel's manifest)."""
     lines = [f"Clustering summary: {len(data['clusters'])} cluster(s) built, {data['nodes_clustered']} of "
              f"{data['nodes_total']} nodes clustered ({data['percent_clustered']:.1f}%)"]
     for c in data["clusters"]:
@@ -218,5 +222,5 @@ def summary(result: ClusteringResult) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["STRUCTURAL_OPS", "ClusteringResult", "analyze", "analyze_function", "batched_inputs", "drop_clusters", "default_launch", "resource_shapes_of", "rewrite",
+__all__ = ["STRUCTURAL_OPS", "ClusteringResult", "analyze", "analyze_function", "batched_inputs", "drop_clusters", "default_launch", "render", "resource_shapes_of", "rewrite",
            "summary", "summary_json"]

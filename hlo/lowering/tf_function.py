@@ -17,7 +17,7 @@ def python_sources(graph, prefix: str = "") -> dict[str, tuple[str, int]]:
     skip = tuple(p for p in (_package_dir("tensorflow"), _package_dir("keras"), _package_dir("tf_keras")) if p)
     # Our API traces on the user's behalf: nodes it creates are attributed to the user's frame.
     api = _package_dir("tfxla_plugin")
-    skip += tuple(os.path.join(api, f) for f in ("api.py", "compiled_graph.py")) if api else ()
+    skip += tuple(os.path.join(api, f) for f in ("api.py", "compiled_graph.py", "commands" + os.sep)) if api else ()
     out: dict[str, tuple[str, int]] = {}
     for op in graph.get_operations():
         frames = op.traceback or []

@@ -1,0 +1,354 @@
+"""``tfxla show``: a SavedModel's signatures (like ``saved_model_cli show``) and, for a model wrapped by
+tfxla-plugin, its clusters, kernels and coverage from the manifest.
+
+    tfxla show --dir D [--tag_set serve] [--signature_def NAME] [--all] [--clusters] [--format text|json]
+
+Signatures are read from ``saved_model.pb`` without loading the model (so a wrapped model shows
+even where its op library is missing). ``--clusters`` prints the clustering summary: the stored one
+of a wrapped model, or, for a plain model, the summary of compiling the signature with
+``tfxla_plugin.function(jit_compile="auto")`` at batch size 1 (this loads the model and compiles
+its clusters). Also the shared SavedModel helpers of ``tfxla run`` (``read_signatures``,
+``SavedModelError``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+INTERNAL_SIGNATURES = ("__saved_model_init_op",)  # not callable; saved_model_cli lists it, we do not
+MANIFEST = os.path.join("assets", "tfxla_manifest.json")
+
+
+class SavedModelError(Exception):
+    """A problem with the user's SavedModel or arguments, reported as one line without a traceback."""
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    dtype: str  # NumPy/TF name: "float32", "int32", ...
+    shape: tuple[int | None, ...] | None  # None dims are unknown; None: unknown rank
+    name: str  # the graph tensor, e.g. "serving_default_x:0"
+
+    def shape_text(self) -> str:
+        if self.shape is None:
+            return "unknown rank"
+        return "(" + ", ".join("-1" if d is None else str(d) for d in self.shape) + ("," if len(self.shape) == 1 else "") + ")"
+
+    def to_json(self) -> dict:
+        return {"dtype": self.dtype, "shape": None if self.shape is None else list(self.shape), "name": self.name}
+
+
+@dataclass(frozen=True)
+class SignatureInfo:
+    name: str
+    method: str
+    inputs: dict[str, TensorInfo]
+    outputs: dict[str, TensorInfo]
+
+    def to_json(self) -> dict:
+        return {"method": self.method, "inputs": {k: v.to_json() for k, v in self.inputs.items()},
+                "outputs": {k: v.to_json() for k, v in self.outputs.items()}}
+
+
+# --- reading a SavedModel -----------------------------------------------------------------------
+
+def check_dir(path) -> Path:
+    path = Path(path)
+    if not path.is_dir():
+        raise SavedModelError(f"--dir {path}: no such directory")
+    if not (path / "saved_model.pb").is_file() and not (path / "saved_model.pbtxt").is_file():
+        raise SavedModelError(f"--dir {path}: not a SavedModel (no saved_model.pb or saved_model.pbtxt)")
+    return path
+
+
+def read_saved_model(path):
+    """The ``SavedModel`` proto of directory ``path``."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = check_dir(path)
+    proto = saved_model_pb2.SavedModel()
+    try:
+        if (path / "saved_model.pb").is_file():
+            proto.ParseFromString((path / "saved_model.pb").read_bytes())
+        else:
+            from google.protobuf import text_format
+
+            text_format.Parse((path / "saved_model.pbtxt").read_text(), proto)
+    except Exception as e:  # noqa: BLE001  (a corrupt file is the user's problem, reported in one line)
+        raise SavedModelError(f"--dir {path}: cannot parse the SavedModel: {e}") from None
+    return proto
+
+
+def tag_sets(proto) -> list[tuple[str, ...]]:
+    return [tuple(mg.meta_info_def.tags) for mg in proto.meta_graphs]
+
+
+def _tags(tag_set: str) -> set[str]:
+    return {t.strip() for t in tag_set.split(",") if t.strip()}
+
+
+def meta_graph(proto, tag_set: str, path=""):
+    wanted = _tags(tag_set)
+    for mg in proto.meta_graphs:
+        if set(mg.meta_info_def.tags) == wanted:
+            return mg
+    known = "; ".join(",".join(t) for t in tag_sets(proto)) or "none"
+    raise SavedModelError(f"--dir {path}: no MetaGraphDef with tag-set {tag_set!r}; tag-sets: {known}")
+
+
+def _tensor_info(info) -> TensorInfo:
+    import tensorflow as tf
+
+    dtype = tf.dtypes.as_dtype(info.dtype).name
+    if info.tensor_shape.unknown_rank:
+        return TensorInfo(dtype, None, info.name)
+    return TensorInfo(dtype, tuple(None if d.size < 0 else d.size for d in info.tensor_shape.dim), info.name)
+
+
+def read_signatures(path, tag_set: str = "serve") -> dict[str, SignatureInfo]:
+    """Signature name -> its inputs and outputs, read from ``saved_model.pb`` (the model is not loaded)."""
+    mg = meta_graph(read_saved_model(path), tag_set, path)
+    return {name: SignatureInfo(name, sig.method_name, {k: _tensor_info(v) for k, v in sorted(sig.inputs.items())},
+                                {k: _tensor_info(v) for k, v in sorted(sig.outputs.items())})
+            for name, sig in sorted(mg.signature_def.items()) if name not in INTERNAL_SIGNATURES}
+
+
+def select(signatures: dict, name: str | None, path="") -> dict:
+    if name is None:
+        return signatures
+    if name not in signatures:
+        raise SavedModelError(f"--dir {path}: no signature {name!r}; signatures: {', '.join(signatures) or 'none'}")
+    return {name: signatures[name]}
+
+
+def read_manifest(path) -> dict | None:
+    """The manifest of a model wrapped by tfxla-plugin, or None (a plain SavedModel)."""
+    try:
+        from tfxla_plugin.saved_model import read_manifest as read
+    except ImportError:  # TensorFlow missing: read the file directly
+        def read(directory):
+            file = Path(directory) / MANIFEST
+            return json.loads(file.read_text()) if file.is_file() else None
+    try:
+        return read(path)
+    except ValueError as e:
+        raise SavedModelError(f"--dir {path}: {MANIFEST} is not valid JSON: {e}") from None
+
+
+# --- the wrapped part ---------------------------------------------------------------------------
+
+def _file_info(assets: Path, name: str | None, sha: str | None) -> dict:
+    if not name:
+        return {"file": None, "bytes": None, "sha256": sha}
+    file = assets / name
+    return {"file": name, "bytes": file.stat().st_size if file.is_file() else None, "sha256": sha}
+
+
+def wrapped_json(path, manifest: dict, signatures: list[str]) -> dict:
+    """The manifest's facts for ``signatures`` with file sizes from the assets directory (None: missing)."""
+    assets = Path(path) / "assets"
+    kernels = manifest.get("kernels", {})
+    out_signatures = {}
+    for name in signatures:
+        entry = manifest.get("signatures", {}).get(name)
+        if entry is None:
+            continue
+        clustering = entry.get("clustering") or {}
+        out_signatures[name] = {
+            "nodes_clustered": clustering.get("nodes_clustered"), "nodes_total": clustering.get("nodes_total"),
+            "percent_clustered": clustering.get("percent_clustered"), "batch_tiles": entry.get("batch_tiles", []),
+            "clusters": [{**c, "kernels": list(c.get("kernels", []))} for c in entry.get("clusters", [])],
+        }
+    out_kernels = {}
+    for key, k in sorted(kernels.items()):
+        if k.get("signature") not in out_signatures:
+            continue
+        out_kernels[key] = {"signature": k.get("signature"), "cluster": k.get("cluster"),
+                            "batch_tile": k.get("batch_tile"), "compile_seconds": k.get("compile_seconds"),
+                            "so": _file_info(assets, k.get("so"), k.get("so_sha256")),
+                            "c": _file_info(assets, k.get("c"), k.get("c_sha256")),
+                            "hlo": _file_info(assets, k.get("hlo"), None)}
+    header = {k: manifest.get(k) for k in ("format", "tfxla_version", "tf_version", "backend", "source", "frozen",
+                                           "jit_compile", "cpu_features")}
+    return {**header, "signatures": out_signatures, "kernels": out_kernels}
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "missing"
+    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1024 ** 2 else f"{n / 1024 ** 2:.1f} MiB"
+
+
+def _short(sha: str | None) -> str:
+    return sha[:12] if sha else "-"
+
+
+def wrapped_text(data: dict) -> list[str]:
+    frozen = "frozen" if data.get("frozen") else "kept as variables"
+    lines = [f"Wrapped by tfxla-plugin {data.get('tfxla_version')} ({data.get('format')}): TF {data.get('tf_version')}, "
+             f"backend {data.get('backend')}, jit_compile {data.get('jit_compile')}, variables {frozen}",
+             f"  source: {data.get('source')}",
+             f"  cpu features: {' '.join(data.get('cpu_features') or []) or '-'}"]
+    for name, sig in data["signatures"].items():
+        clusters = sig["clusters"]
+        coverage = (f"{sig['nodes_clustered']} of {sig['nodes_total']} nodes clustered ({sig['percent_clustered']}%)"
+                    if sig["nodes_total"] is not None else "coverage unknown")
+        lines.append(f"signature_def['{name}']: {len(clusters)} cluster(s), {coverage}, batch tiles "
+                     f"{sig['batch_tiles']}")
+        for c in clusters:
+            poly = "batch-polymorphic" if c.get("batch_polymorphic") else "fixed batch"
+            note = f" ({c['note']})" if c.get("note") else ""
+            lines.append(f"  {c.get('name')}: {c.get('hlo_ops')} HLO ops, {poly}, {len(c['kernels'])} kernel(s){note}")
+            for key in c["kernels"]:
+                k = data["kernels"].get(key)
+                if k is None:
+                    lines.append(f"    {key}: not in the manifest's kernels")
+                    continue
+                seconds = k.get("compile_seconds")
+                took = f", compiled in {seconds:.2f} s" if isinstance(seconds, (int, float)) else ""
+                lines.append(f"    {key}: batch tile {k['batch_tile']}, .so {_size(k['so']['bytes'])} "
+                             f"sha256 {_short(k['so']['sha256'])}, .c {_size(k['c']['bytes'])} sha256 "
+                             f"{_short(k['c']['sha256'])}, .hlo.txt {_size(k['hlo']['bytes'])}{took}")
+    return lines
+
+
+# --- the clustering summary ---------------------------------------------------------------------
+
+def render_clustering(clustering: dict) -> str:
+    """A stored ``summary_json`` dict, rendered as ``graph_passes.pipeline.summary`` renders a result."""
+    from graph_passes import pipeline
+
+    render = getattr(pipeline, "render", None)
+    if render is None:  # until graph_passes.pipeline.render(summary_json dict) lands
+        return "clustering summary (raw; graph_passes.pipeline.render is not available):\n" + \
+            json.dumps(clustering, indent=2)
+    return render(clustering)
+
+
+def analyze_plain(path, tag_set: str, name: str, signature: SignatureInfo, fmt: str):
+    """Compile ``name`` of a plain SavedModel with ``jit_compile="auto"`` at batch size 1 and explain it."""
+    import numpy as np
+    import tensorflow as tf
+
+    import tfxla_plugin
+    from tfxla_plugin import explain
+
+    try:
+        loaded = tf.saved_model.load(str(path), tags=sorted(_tags(tag_set)))
+    except Exception as e:  # noqa: BLE001  (reported in one line)
+        raise SavedModelError(f"--dir {path}: cannot load the SavedModel: {_first_line(e)}") from None
+    cf = loaded.signatures[name]
+    feeds = {}
+    for key, info in signature.inputs.items():
+        if info.shape is None:
+            raise SavedModelError(f"--clusters: input {key!r} of {name!r} has unknown rank; cannot analyze")
+        feeds[key] = tf.zeros([1 if d is None else d for d in info.shape], dtype=np.dtype(info.dtype))
+    try:
+        compiled = tfxla_plugin.function(lambda **kw: cf(**kw), jit_compile="auto").compiled_graph(**feeds)
+    except Exception as e:  # noqa: BLE001  (a compiler failure is reported, not a traceback)
+        raise SavedModelError(f"--clusters: compiling signature {name!r} failed: {type(e).__name__}: "
+                              f"{_first_line(e)}") from None
+    return explain.explain_json(compiled) if fmt == "json" else explain.explain_text(compiled)
+
+
+def _first_line(e: BaseException) -> str:
+    text = (getattr(e, "message", None) or str(e)).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+# --- the command --------------------------------------------------------------------------------
+
+def _signature_text(sig: SignatureInfo, detail: bool) -> list[str]:
+    lines = [f"signature_def['{sig.name}']:"]
+    for title, tensors in (("input", sig.inputs), ("output", sig.outputs)):
+        lines.append(f"  The given SavedModel SignatureDef contains the following {title}(s):")
+        for key, t in tensors.items():
+            lines.append(f"    {title}s['{key}'] tensor_info:")
+            lines.append(f"        dtype: {t.dtype}")
+            lines.append(f"        shape: {t.shape_text()}")
+            if detail:
+                lines.append(f"        name: {t.name}")
+    if detail:
+        lines.append(f"  Method name is: {sig.method}")
+    return lines
+
+
+def show(args: argparse.Namespace) -> int:
+    path = check_dir(args.dir)
+    proto = read_saved_model(path)
+    signatures = select(read_signatures(path, args.tag_set), args.signature_def, path)
+    manifest = read_manifest(path)
+    wrapped = wrapped_json(path, manifest, list(signatures)) if manifest is not None else None
+    clusters = {}
+    if args.clusters:
+        for name, sig in signatures.items():
+            stored = (manifest or {}).get("signatures", {}).get(name, {}).get("clustering")
+            if manifest is not None:
+                clusters[name] = stored if args.format == "json" else (
+                    render_clustering(stored) if stored else "no clustering summary stored for this signature")
+            else:
+                clusters[name] = analyze_plain(path, args.tag_set, name, sig, args.format)
+    if args.format == "json":
+        doc = {"dir": str(path), "tag_sets": [list(t) for t in tag_sets(proto)], "tag_set": args.tag_set,
+               "signatures": {k: v.to_json() for k, v in signatures.items()}, "wrapped": wrapped}
+        if args.clusters:
+            doc["clusters"] = clusters
+        print(json.dumps(doc, indent=2))
+        return 0
+    lines = []
+    if args.all:  # every tag-set, as saved_model_cli show --all does
+        for tags in tag_sets(proto):
+            tag_set = ",".join(tags)
+            lines.append(f"MetaGraphDef with tag-set: '{tag_set}' contains the following SignatureDefs:")
+            lines.append("")
+            chosen = {k: v for k, v in read_signatures(path, tag_set).items()
+                      if args.signature_def in (None, k)}
+            for sig in chosen.values():
+                lines.extend(_signature_text(sig, detail=True))
+                lines.append("")
+    else:
+        for sig in signatures.values():
+            lines.extend(_signature_text(sig, detail=False))
+    if not signatures:
+        lines.append(f"no signatures under tag-set {args.tag_set!r}")
+    if wrapped is not None:
+        lines.append("")
+        lines.extend(wrapped_text(wrapped))
+    for name, text in clusters.items():
+        lines.append("")
+        lines.append(f"Clusters of signature_def['{name}']" + ("" if manifest is not None else
+                                                               " (compiled here with jit_compile=\"auto\", batch 1)")
+                     + ":")
+        lines.append(text)
+    print("\n".join(lines))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return show(args)
+    except SavedModelError as e:
+        print(f"tfxla show: {e}", file=sys.stderr)
+        return 1
+
+
+def register(sub) -> None:
+    p = sub.add_parser("show", help="show a SavedModel's signatures; for a wrapped model also its clusters, "
+                                    "kernels and coverage",
+                       description="Show a SavedModel's signatures (like saved_model_cli show). For a model "
+                                   "wrapped by tfxla-plugin also its clusters, kernels and coverage.")
+    p.add_argument("--dir", required=True, help="the SavedModel directory")
+    p.add_argument("--tag_set", default="serve", help="tag-set of the MetaGraphDef, comma-separated (default serve)")
+    p.add_argument("--signature_def", default=None, help="show only this signature (default: all)")
+    p.add_argument("--all", action="store_true", help="also tensor names and method names (saved_model_cli "
+                                                      "show --all style)")
+    p.add_argument("--clusters", action="store_true",
+                   help="print the clustering summary: stored (wrapped model) or computed by compiling the "
+                        "signature with jit_compile=auto at batch 1 (plain model)")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or one JSON document")
+    p.set_defaults(func=run)
