@@ -215,3 +215,19 @@ def test_cli_wrap_and_its_errors(tmp_path, capsys) -> None:
     assert cli_main(["wrap", "--dir", str(tmp_path / "src"), "--output_dir", str(tmp_path / "o3"), "--quiet",
                      "--signature_def", "nope"]) == 1
     assert "unknown signature(s) ['nope']" in capsys.readouterr().err
+
+
+def test_a_wrapped_model_is_served_over_the_rest_api(wrapped) -> None:
+    from starlette.testclient import TestClient
+
+    from tfxla_plugin.serving import make_app
+
+    model, _, dst, _ = wrapped["saved_model"]
+    with TestClient(make_app(dst, "mlp")) as client:
+        assert client.get("/v1/models/mlp").status_code == 200
+        x = _inputs(3)
+        r = client.post("/v1/models/mlp:predict", json={"instances": x.tolist()})
+        assert r.status_code == 200, r.text
+        np.testing.assert_allclose(np.asarray(r.json()["predictions"]), model(x).numpy(), rtol=1e-5, atol=1e-6)
+        stats = client.get("/v1/models/mlp/stats").json()
+        assert stats.get("wrapped") is True, stats

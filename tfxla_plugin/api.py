@@ -161,6 +161,8 @@ class CompiledFunction:
         return compiled, tensors
 
     # --- the public surface ----------------------------------------------------------------
+    # Called inside a user's tf.function, autograph would otherwise convert the whole compiler.
+    @tf.autograph.experimental.do_not_convert
     def __call__(self, *args, **kwargs):
         if self._jit_compile is False:
             return self._plain(*args, **kwargs)

@@ -1,0 +1,124 @@
+"""The served model: a loaded SavedModel, its signatures as typed specs, and one way to call them.
+
+Invariants: ``ServedModel.run`` takes NumPy arrays already checked against the signature
+(``codec.to_array``) and returns NumPy arrays keyed by output name; it is thread safe (TF
+executes ops with the GIL released, so a thread pool runs several calls at once).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+MANIFEST = "tfxla_manifest.json"
+
+
+class ModelLoadError(RuntimeError):
+    """The directory is not a loadable SavedModel (message says which directory and why)."""
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One named input or output of a signature: TF dtype name, NumPy dtype, shape (None = unknown)."""
+
+    name: str
+    dtype: str  # TF's name: "float32", "int64", "string", "bool", ...
+    np_dtype: np.dtype
+    shape: tuple[int | None, ...] | None  # None: unknown rank
+
+    def shape_text(self) -> str:
+        if self.shape is None:
+            return "<unknown rank>"
+        return "[" + ", ".join("None" if d is None else str(d) for d in self.shape) + "]"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A callable serving signature with its inputs and outputs, both in sorted name order."""
+
+    name: str
+    inputs: Mapping[str, TensorInfo]
+    outputs: Mapping[str, TensorInfo]
+    fn: Callable[..., Mapping[str, Any]]
+
+
+def _tensor_info(name: str, spec) -> TensorInfo:
+    shape = None if spec.shape.rank is None else tuple(spec.shape.as_list())
+    np_dtype = np.dtype(object) if spec.dtype.name == "string" else np.dtype(spec.dtype.as_numpy_dtype)
+    return TensorInfo(name=name, dtype=spec.dtype.name, np_dtype=np_dtype, shape=shape)
+
+
+def _signature(name: str, fn) -> Signature:
+    _, kwargs = fn.structured_input_signature
+    outputs = fn.structured_outputs
+    if not isinstance(outputs, Mapping):  # a signature always returns a dict; be defensive
+        outputs = {"output_0": outputs}
+    return Signature(
+        name=name,
+        inputs={k: _tensor_info(k, kwargs[k]) for k in sorted(kwargs)},
+        outputs={k: _tensor_info(k, outputs[k]) for k in sorted(outputs)},
+        fn=fn,
+    )
+
+
+def _signature_def_json(model_dir: Path, tags: tuple[str, ...]) -> dict:
+    """The MetaGraphDef's ``signature_def`` map as proto JSON (what TF Serving's metadata shows)."""
+    from google.protobuf import json_format
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((model_dir / "saved_model.pb").read_bytes())
+    for meta_graph in saved.meta_graphs:
+        if set(meta_graph.meta_info_def.tags) == set(tags):
+            return {k: json_format.MessageToDict(v, preserving_proto_field_name=True)
+                    for k, v in sorted(meta_graph.signature_def.items())}
+    return {}
+
+
+def _read_manifest(model_dir: Path) -> dict | None:
+    """The tfxla manifest of a wrapped model (None when the model is not wrapped)."""
+    path = model_dir / "assets" / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ModelLoadError(f"unreadable tfxla manifest {path}: {e}") from e
+
+
+class ServedModel:
+    """A SavedModel loaded for serving (version 1): signatures, metadata and the manifest if wrapped."""
+
+    version = 1
+
+    def __init__(self, model_dir: str | os.PathLike, tag_set: str = "serve"):
+        import tensorflow as tf
+
+        import tfxla_plugin  # noqa: F401  (registers TfxlaLaunch before a wrapped model is loaded)
+
+        self.model_dir = Path(model_dir).resolve()
+        self.tags = tuple(t.strip() for t in tag_set.split(",") if t.strip())
+        if not (self.model_dir / "saved_model.pb").is_file():
+            raise ModelLoadError(f"{self.model_dir} is not a SavedModel directory (no saved_model.pb)")
+        try:
+            self._loaded = tf.saved_model.load(str(self.model_dir), tags=list(self.tags) or None)
+        except Exception as e:  # noqa: BLE001  (TF raises many kinds; all mean "cannot serve this")
+            raise ModelLoadError(f"cannot load the SavedModel {self.model_dir} (tags {self.tags}): {e}") from e
+        self.signatures: dict[str, Signature] = {
+            name: _signature(name, fn) for name, fn in sorted(self._loaded.signatures.items())
+        }
+        if not self.signatures:
+            raise ModelLoadError(f"the SavedModel {self.model_dir} has no serving signatures")
+        self.signature_defs = _signature_def_json(self.model_dir, self.tags)
+        self.manifest = _read_manifest(self.model_dir)
+
+    def run(self, signature: str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Calls ``signature`` on checked inputs; returns every output as a NumPy array."""
+        sig = self.signatures[signature]
+        result = sig.fn(**inputs)
+        return {name: np.asarray(result[name].numpy()) for name in sig.outputs}
