@@ -13,7 +13,9 @@ graph each variable's value is known at every point:
   when the variable was not read yet);
 - a later read becomes ``Identity`` of the current value (same name, no control inputs).
 
-Writes stay as they are, so the variables end with the same values. A variable is left alone when its
+``AssignAddVariableOp``/``AssignSubVariableOp`` become ``AssignVariableOp`` of the value computed
+above (``assign_values``), so an optimizer's update is computed in the cluster; the variables end
+with the same values. A variable is left alone when its
 handle does not come straight from a ``Placeholder``/``VarHandleOp`` (another op could alias it), when
 anything but ``ReadVariableOp``/``Assign*VariableOp`` uses its handle, or when two of its ops are not
 ordered by the graph's edges (``skipped`` says which and why).
@@ -34,6 +36,7 @@ WRITES = {"AssignVariableOp": None, "AssignAddVariableOp": "AddV2", "AssignSubVa
 class ForwardResult:
     graph_def: object
     forwarded: list[str] = field(default_factory=list)  # reads turned into Identity of the current value
+    assigned: list[str] = field(default_factory=list)  # AssignAdd/AssignSub turned into AssignVariableOp
     skipped: dict[str, str] = field(default_factory=dict)  # resource tensor -> why it was left alone
 
 
@@ -101,8 +104,12 @@ def _touches(index: GraphIndex, order: list[str]) -> tuple[dict[str, list], dict
     return touches, skipped
 
 
-def forward_variables(graph_def) -> ForwardResult:
-    """Forward each variable's written value to the reads that follow the write (see module docstring)."""
+def forward_variables(graph_def, *, assign_values: bool = True) -> ForwardResult:
+    """Forward each variable's written value to the reads that follow the write (see module docstring).
+
+    ``assign_values``: also turn each ``AssignAddVariableOp``/``AssignSubVariableOp`` into an
+    ``AssignVariableOp`` of the new value, so the arithmetic joins the cluster that computes the delta
+    (one fused pass over the weights) and TensorFlow only stores the result."""
     index = GraphIndex(graph_def.node)
     order, rest = index.topological_order()
     rank = {name: i for i, name in enumerate(order)}
@@ -144,7 +151,20 @@ def forward_variables(graph_def) -> ForwardResult:
                 elif current is None:
                     current = _initial_read(out, taken, node)
                 pending = node
+                if assign_values:
+                    current, pending = _combine(out, taken, node, current), None
+                    _assign(node, current)
+                    result.assigned.append(node.name)
     return result
+
+
+def _assign(write, value: str) -> None:
+    """Turn AssignAdd/AssignSub ``write`` into ``AssignVariableOp(handle, value)`` (same name and edges)."""
+    dtype = write.attr["dtype"].type
+    write.op = "AssignVariableOp"
+    write.input[1] = value
+    write.ClearField("attr")
+    write.attr["dtype"].type = dtype
 
 
 def _combine(gd, taken: set[str], write, current: str) -> str:

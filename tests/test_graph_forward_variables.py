@@ -103,3 +103,21 @@ def test_forwarding_twice_changes_nothing():
     assert not twice.forwarded
     assert twice.graph_def.SerializeToString(deterministic=True) == \
         once.graph_def.SerializeToString(deterministic=True)
+
+
+def test_add_and_sub_writes_become_assigns_of_the_computed_value():
+    step, _ = make_step()
+    cf = step.get_concrete_function(SPEC)
+    original = {n.name: n.op for n in cf.graph.as_graph_def().node}
+    result = forward_variables(cf.graph.as_graph_def())
+    nodes = {n.name: n for n in result.graph_def.node}
+    subs = [name for name, op in original.items() if op in ("AssignAddVariableOp", "AssignSubVariableOp")]
+    assert sorted(result.assigned) == sorted(subs) and len(subs) == 2
+    for name in subs:
+        node = nodes[name]
+        value = nodes[node.input[1].split(":")[0]]
+        assert node.op == "AssignVariableOp" and value.op == {"AssignAddVariableOp": "AddV2",
+                                                              "AssignSubVariableOp": "Sub"}[original[name]]
+    kept = forward_variables(cf.graph.as_graph_def(), assign_values=False)
+    assert not kept.assigned and {nodes[n].op for n in subs} != {kept_n.op for kept_n in kept.graph_def.node
+                                                                  if kept_n.name in subs}
