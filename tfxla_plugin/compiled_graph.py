@@ -174,34 +174,11 @@ class CompiledGraph:
         return self._rebuilt(*flat_args)
 
     def _rebuild(self):
-        cf = self.concrete_function
-        graph = cf.graph
+        graph = self.concrete_function.graph
         n_data = len(graph.inputs) - len(graph.captures)
-        data = [t.name for t in graph.inputs[:n_data]]
         specs = [tf.TensorSpec(t.shape, t.dtype) for t in graph.inputs[:n_data]]
-        captures = list(graph.captures)
-        variables = list(cf.variables)
-        fetch_names = [t.name for t in graph.outputs]
-        targets = [op.name for op in graph.control_outputs]
-        gd = self.rewritten.graph_def
-
-        def rebuilt(*flat):
-            fg = tf.compat.v1.get_default_graph()
-            input_map = dict(zip(data, flat))
-            for external, internal in captures:
-                input_map[internal.name] = fg.capture(external)
-            for v in variables:
-                resource_variable_ops.variable_accessed(v)
-            results = tf.graph_util.import_graph_def(gd, input_map=input_map,
-                                                     return_elements=fetch_names + targets, name="")
-            outs = results[:len(fetch_names)]
-            ops = results[len(fetch_names):]
-            if ops:
-                with tf.control_dependencies(ops):
-                    outs = [tf.identity(o) for o in outs]
-            return list(outs)
-
-        return tf.function(rebuilt, autograph=False).get_concrete_function(*specs)
+        importer = GraphImporter(self.concrete_function, self.rewritten.graph_def)
+        return tf.function(lambda *flat: importer(flat), autograph=False).get_concrete_function(*specs)
 
     def pack_outputs(self, outs):
         structure = self.concrete_function.structured_outputs
@@ -221,6 +198,39 @@ class CompiledGraph:
         if stage not in stages:
             raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(stages)}")
         return stages[stage]()
+
+
+class GraphImporter:
+    """Imports a rewritten GraphDef of ``cf`` into the graph being traced, bound to ``cf``'s live
+    variables (DESIGN.md section 5); ``importer(flat_inputs, extra_map)`` returns the flat outputs.
+    ``extra_map`` maps more tensor names (a kernel path Const, say) to tensors of the traced graph."""
+
+    def __init__(self, cf, graph_def):
+        graph = cf.graph
+        n_data = len(graph.inputs) - len(graph.captures)
+        self.data = [t.name for t in graph.inputs[:n_data]]
+        self.captures = list(graph.captures)
+        self.variables = list(cf.variables)
+        self.fetch_names = [t.name for t in graph.outputs]
+        self.targets = [op.name for op in graph.control_outputs]
+        self.graph_def = graph_def
+
+    def __call__(self, flat, extra_map=None) -> list:
+        fg = tf.compat.v1.get_default_graph()
+        input_map = dict(zip(self.data, flat))
+        for external, internal in self.captures:
+            input_map[internal.name] = fg.capture(external)
+        for v in self.variables:
+            resource_variable_ops.variable_accessed(v)
+        input_map.update(extra_map or {})
+        results = tf.graph_util.import_graph_def(self.graph_def, input_map=input_map,
+                                                 return_elements=self.fetch_names + self.targets, name="")
+        outs = list(results[:len(self.fetch_names)])
+        ops = results[len(self.fetch_names):]
+        if ops:
+            with tf.control_dependencies(ops):
+                outs = [tf.identity(o) for o in outs]
+        return outs
 
 
 def _only_waits_on_reads(nodes: dict, name: str, depth: int = 0) -> bool:

@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Sequence
 
 import tensorflow as tf
-from tensorflow.python.ops import resource_variable_ops
 
 from backends.cpu.target import target_features
 from graph_passes.pipeline import summary_json
 from tfxla_plugin._version import __version__
 from tfxla_plugin.cluster_compiler import sha256_file
-from tfxla_plugin.compiled_graph import CompiledGraph
+from tfxla_plugin.compiled_graph import CompiledGraph, GraphImporter
 from tfxla_plugin.flags import Flags
 
 log = logging.getLogger("tfxla_plugin")
@@ -86,10 +85,14 @@ def _spec_json(spec: tf.TensorSpec) -> dict:
     return {"dtype": spec.dtype.name, "shape": spec.shape.as_list() if spec.shape.rank is not None else None}
 
 
+def _kernel_id(kernel_hash: str) -> str:
+    return f"k_{kernel_hash[:16]}"
+
+
 def _kernel_files(compiled) -> dict:
     """The kernel's files and hashes (``compiled`` is a CompiledCluster)."""
     so = Path(compiled.kernel_path)
-    kid = f"k_{compiled.kernel_hash[:16]}"
+    kid = _kernel_id(compiled.kernel_hash)
     return {"id": kid, "so_path": so, "source": compiled.c_source, "hlo": compiled.optimized.to_text(),
             "so_sha256": compiled.kernel_hash, "compile_seconds": round(compiled.compile_seconds, 3)}
 
@@ -146,42 +149,22 @@ def _launch_attrs(gd, sig: _Signature, files: dict[str, dict], features: Sequenc
 
 def _serving_function(sig: _Signature, gd, assets: dict[str, tf.saved_model.Asset]):
     """A tf.function with the signature's inputs that imports the rewritten graph, kernel paths from Assets."""
-    cf = sig.cf
-    graph = cf.graph
-    n_data = len(graph.inputs) - len(graph.captures)
-    data = [t.name for t in graph.inputs[:n_data]]
     specs = tf.nest.flatten(sig.signature.structured_input_signature, expand_composites=True)
     kwargs_specs = sig.signature.structured_input_signature[1]
-    captures = list(graph.captures)
-    variables = list(cf.variables)
-    fetch_names = [t.name for t in graph.outputs]
-    targets = [op.name for op in graph.control_outputs]
     structure = sig.signature.structured_outputs
-    launches = {launch: cluster for cluster, launch in sig.compiled.rewritten.launch_nodes.items()}
-    path_inputs = {}  # kernel-path Const tensor -> kernel ids
+    importer = GraphImporter(sig.cf, gd)
     nodes = {n.name: n for n in gd.node}
-    for launch, cluster in launches.items():
-        path_inputs[nodes[launch].input[0]] = [f"k_{k.kernel_hash[:16]}" for k in sig.kernels[cluster]]
+    path_inputs = {}  # kernel-path Const tensor -> kernel ids
+    for cluster, launch in sig.compiled.rewritten.launch_nodes.items():
+        tensor = nodes[launch].input[0]
+        path_inputs[tensor if ":" in tensor else f"{tensor}:0"] = [_kernel_id(k.kernel_hash)
+                                                                    for k in sig.kernels[cluster]]
     tiled = bool(sig.tiles)
 
     def serve(**kwargs):
-        flat = tf.nest.flatten(kwargs, expand_composites=True)
-        fg = tf.compat.v1.get_default_graph()
-        input_map = dict(zip(data, flat))
-        for external, internal in captures:
-            input_map[internal.name] = fg.capture(external)
-        for v in variables:
-            resource_variable_ops.variable_accessed(v)
-        for tensor, ids in path_inputs.items():
-            paths = [assets[i].asset_path for i in ids]
-            input_map[tensor if ":" in tensor else f"{tensor}:0"] = tf.stack(paths) if tiled else paths[0]
-        results = tf.graph_util.import_graph_def(gd, input_map=input_map, return_elements=fetch_names + targets,
-                                                 name="")
-        outs = list(results[:len(fetch_names)])
-        ops = results[len(fetch_names):]
-        if ops:
-            with tf.control_dependencies(ops):
-                outs = [tf.identity(o) for o in outs]
+        paths = {t: tf.stack([assets[i].asset_path for i in ids]) if tiled else assets[ids[0]].asset_path
+                 for t, ids in path_inputs.items()}
+        outs = importer(tf.nest.flatten(kwargs, expand_composites=True), paths)
         return tf.nest.pack_sequence_as(structure, outs, expand_composites=True)
 
     fn = tf.function(serve, autograph=False)
