@@ -173,10 +173,16 @@ class CompiledFunction:
     def get_concrete_function(self, *args, **kwargs):
         return self._tf_function.get_concrete_function(*args, **kwargs)
 
-    def explain(self, *args, **kwargs) -> str:
-        """The clustering summary for these arguments (clusters, coverage, excluded nodes and why)."""
+    def explain(self, *args, format: str = "text", **kwargs) -> str:  # noqa: A002
+        """Why these arguments compiled as they did: the clustering summary (clusters, coverage, op
+        histograms, excluded nodes and why) and per cluster the fusions made and refused, as text or as a
+        JSON document (``format="json"``); see ``tfxla_plugin.explain``."""
+        from tfxla_plugin.explain import FORMATS, explain
+
+        if format not in FORMATS:  # before compiling anything
+            raise ValueError(f"explain: format must be one of {', '.join(map(repr, FORMATS))}, got {format!r}")
         compiled, _ = self._compiled(args, kwargs)
-        return compiled.ir("clusters")
+        return explain(compiled, format)
 
     def experimental_get_compiler_ir(self, *args, **kwargs):
         """Like ``tf.function``'s: returns ``ir(stage="hlo")``; stages hlo, optimized_hlo, clusters, c, graph."""

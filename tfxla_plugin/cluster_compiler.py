@@ -1,8 +1,24 @@
 """Compiling one extracted cluster: lower to HLO, optimize, generate and compile the kernel.
 
-Writes XLA-style dumps when ``--dump_to`` is set (``module_NNNN.<name>.before_optimizations.txt``,
-``...after_optimizations.txt``, ``....c``, and per-pass dumps with ``--dump_passes``) and logs one
-INFO line per compiled cluster on the ``tfxla_plugin`` logger.
+``compile_cluster`` returns a ``CompiledCluster``: the HLO as lowered and as optimized, the kernel
+(C source, buffer assignment, ``.so`` path and hash) and the fusion pass's decisions (the refused ones
+say why two instructions were not fused; ``tfxla_plugin.explain`` shows them). It logs one INFO line
+per compiled cluster on the ``tfxla_plugin`` logger.
+
+With ``TFXLA_FLAGS=--dump_to=DIR`` it writes XLA-style dumps, per compiled module
+(``NNNN`` counts modules compiled in this process, ``<name>`` is the cluster name):
+
+    DIR/module_NNNN.<name>.before_optimizations.txt    HLO as lowered
+    DIR/module_NNNN.<name>.after_optimizations.txt     HLO after the pipeline (what the code generator saw)
+    DIR/module_NNNN.<name>.buffer-assignment.txt       the code generator's buffer arena
+    DIR/module_NNNN.<name>.c                           the generated kernel source
+    DIR/module_NNNN.<name>.fusion_decisions.txt        every fusion the pass made and every pair it refused
+    DIR/module_NNNN.<name>.KKKK.after_<pass>.txt       with --dump_passes: after each HLO pass that changed
+                                                       the module (KKKK counts passes in run order)
+
+Every ``.txt`` dump except the buffer assignment and fusion decisions is HLO text that
+``hlo.parse_module`` reads back. (The clustered GraphDef ``<function>.clustered_graph.pbtxt`` is written
+by ``compiled_graph``.)
 """
 
 from __future__ import annotations
@@ -15,11 +31,14 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import backends.cpu as cpu
-from backends.cpu.pipeline import OptimizeOptions, optimize
+from backends.cpu.pipeline import OptimizeOptions, optimize_with_passes
 from hlo.ir import HloModule
 from hlo.lowering import InputSpec, lower_graph
+from hlo.passes.fusion import FusionDecision, FusionPass, FusionRecord
+from hlo.passes.fusion import render as render_fusion
 from tfxla_plugin.flags import Flags
 
 log = logging.getLogger("tfxla_plugin")
@@ -36,6 +55,9 @@ class CompiledCluster:
     kernel_hash: str
     compile_seconds: float
     cache_hit: bool
+    fusion_decisions: tuple[FusionDecision, ...] = ()  # in the order the fusion pass made them
+    fusions: tuple[FusionRecord, ...] = ()  # the fusion instructions it created
+    backend: str = "cpu"
 
     @property
     def c_source(self) -> str:
@@ -44,6 +66,18 @@ class CompiledCluster:
     @property
     def signature(self) -> dict:
         return self.executable.generated.signature
+
+    @property
+    def buffer_assignment(self) -> str:
+        return self.executable.generated.buffer_assignment
+
+    @property
+    def refused_fusions(self) -> list[FusionDecision]:
+        return [d for d in self.fusion_decisions if not d.fused]
+
+    def fusion_text(self, refused_only: bool = False) -> str:
+        """The fusion log as text (``hlo.passes.fusion.render``)."""
+        return render_fusion(list(self.fusion_decisions), list(self.fusions), refused_only)
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -58,30 +92,57 @@ def _dump_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", text)
 
 
+def optimize_with_decisions(module: HloModule, dump: Callable[[int, str, HloModule], None] | None = None
+                            ) -> tuple[HloModule, FusionPass | None]:
+    """``backends.cpu.pipeline.optimize``, also returning the fusion pass (its ``decisions``/``fusions``)."""
+    result, passes = optimize_with_passes(module, OptimizeOptions(dump=dump))
+    return result, next((p for p in passes if isinstance(p, FusionPass)), None)
+
+
+class _Dumper:
+    """Writes one module's dump files under ``DIR/module_NNNN.<name>``."""
+
+    def __init__(self, directory: str, name: str, passes: bool):
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        self.prefix = f"module_{next(_module_counter):04d}.{_dump_name(name)}"
+        self.path = path
+        self.passes = passes
+        self._steps = itertools.count(1)
+
+    def write(self, suffix: str, text: str) -> None:
+        (self.path / f"{self.prefix}.{suffix}").write_text(text)
+
+    def after_pass(self, _step: int, pass_name: str, module: HloModule) -> None:
+        # A running count rather than the pipeline's step: fixed-point rounds rerun the same steps.
+        if self.passes:
+            self.write(f"{next(self._steps):04d}.after_{_dump_name(pass_name)}.txt", module.to_text())
+
+
 def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list[str], flags: Flags,
                     sources: dict | None = None, library=None) -> CompiledCluster:
     start = time.perf_counter()
     module = lower_graph(graph_def, inputs, outputs, name=name, sources=sources, library=library)
-    dump_dir = Path(flags.dump_to) if flags.dump_to else None
-    prefix = None
-    if dump_dir is not None:
-        dump_dir.mkdir(parents=True, exist_ok=True)
-        prefix = dump_dir / f"module_{next(_module_counter):04d}.{_dump_name(name)}"
-        (prefix.parent / f"{prefix.name}.before_optimizations.txt").write_text(module.to_text())
-
-    def dump_pass(step: int, pass_name: str, m: HloModule) -> None:
-        if prefix is not None and flags.dump_passes:
-            (prefix.parent / f"{prefix.name}.{step:04d}.{_dump_name(pass_name)}.txt").write_text(m.to_text())
-
-    optimized = optimize(module, OptimizeOptions(dump=dump_pass)) if flags.optimize else module
+    dumper = _Dumper(flags.dump_to, name, flags.dump_passes) if flags.dump_to else None
+    if dumper is not None:
+        dumper.write("before_optimizations.txt", module.to_text())
+    fusion = None
+    if flags.optimize:
+        optimized, fusion = optimize_with_decisions(module, dumper.after_pass if dumper is not None else None)
+    else:
+        optimized = module
+    decisions = tuple(fusion.decisions) if fusion is not None else ()
+    fusions = tuple(fusion.fusions) if fusion is not None else ()
     exe = cpu.compile(optimized, cpu.CompileOptions(cache_dir=flags.cache_dir))
-    if prefix is not None:
-        (prefix.parent / f"{prefix.name}.after_optimizations.txt").write_text(optimized.to_text())
-        (prefix.parent / f"{prefix.name}.c").write_text(exe.source)
-        (prefix.parent / f"{prefix.name}.buffer-assignment.txt").write_text(exe.generated.buffer_assignment)
+    if dumper is not None:
+        dumper.write("after_optimizations.txt", optimized.to_text())
+        dumper.write("c", exe.source)
+        dumper.write("buffer-assignment.txt", exe.generated.buffer_assignment)
+        dumper.write("fusion_decisions.txt", render_fusion(list(decisions), list(fusions)))
     path = str(exe.path)
     seconds = time.perf_counter() - start
     n_ops = sum(1 for _ in module.instructions())
     log.info("compiled cluster %s: %d HLO ops, %.3f s, kernel cache %s", name, n_ops, seconds,
              "hit" if exe.cache_hit else "miss")
-    return CompiledCluster(name, module, optimized, exe, path, sha256_file(path), seconds, exe.cache_hit)
+    return CompiledCluster(name, module, optimized, exe, path, sha256_file(path), seconds, exe.cache_hit,
+                           fusion_decisions=decisions, fusions=fusions)

@@ -43,10 +43,15 @@ def cpu_passes(fusion: bool = True) -> list:
 
 
 def optimize(module: HloModule, options: OptimizeOptions | None = None) -> HloModule:
+    return optimize_with_passes(module, options)[0]
+
+
+def optimize_with_passes(module: HloModule, options: OptimizeOptions | None = None) -> tuple[HloModule, list]:
+    """``optimize``, also returning the pass objects it ran (the fusion pass keeps its decision log)."""
     options = options or OptimizeOptions()
-    pipeline = Pipeline(cpu_passes(options.fusion),
-                        PipelineOptions(verify=options.verify, disabled=options.disabled, dump=options.dump),
+    passes = cpu_passes(options.fusion)
+    pipeline = Pipeline(passes, PipelineOptions(verify=options.verify, disabled=options.disabled, dump=options.dump),
                         name="cpu")
     result = pipeline.run(module)
     options.log[:] = pipeline.log
-    return result
+    return result, passes

@@ -8,6 +8,8 @@ spec the backends are tested against, so rules favour clarity over speed.
 
 from __future__ import annotations
 
+import threading
+
 from typing import Any, Callable
 
 import numpy as np
@@ -124,13 +126,19 @@ def evaluate(module: HloModule, *args, verify: bool = True) -> list[np.ndarray]:
 
 
 _loaded = False
+# Clusters compile on several threads: the first caller imports the rules while the others wait (a
+# re-entrant lock, since importing the rules may call back here on the same thread).
+_load_lock = threading.RLock()
 
 
 def _load_rules() -> None:
     global _loaded
-    if not _loaded:
-        _loaded = True
-        import hlo.evaluator.rules  # noqa: F401  (registers every rule)
+    if _loaded:
+        return
+    with _load_lock:
+        if not _loaded:
+            import hlo.evaluator.rules  # noqa: F401  (registers every rule)
+            _loaded = True
 
 
 __all__ = ["evaluate", "Evaluator", "eval_rule", "EVAL_RULES", "conform", "Shape"]

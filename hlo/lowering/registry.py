@@ -12,6 +12,8 @@ asks ``can_lower`` so that it and the lowering cannot drift apart.
 
 from __future__ import annotations
 
+import threading
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -127,10 +129,16 @@ def supported_ops() -> dict[str, LoweringRule]:
 
 
 _loaded = False
+# Clusters compile on several threads: the first caller imports the rules while the others wait (a
+# re-entrant lock, since importing the rules may call back here on the same thread).
+_load_lock = threading.RLock()
 
 
 def load_rules() -> None:
     global _loaded
-    if not _loaded:
-        _loaded = True
-        import hlo.lowering.ops  # noqa: F401  (registers every rule)
+    if _loaded:
+        return
+    with _load_lock:
+        if not _loaded:
+            import hlo.lowering.ops  # noqa: F401  (registers every rule)
+            _loaded = True

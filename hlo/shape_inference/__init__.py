@@ -10,6 +10,8 @@ Rules register with ``@shape_rule(Opcode.X, ...)``.
 
 from __future__ import annotations
 
+import threading
+
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -81,10 +83,16 @@ def infer_shape(ctx: ShapeContext) -> ShapeLike:
 
 
 _loaded = False
+# Clusters compile on several threads: the first caller imports the rules while the others wait (a
+# re-entrant lock, since importing the rules may call back here on the same thread).
+_load_lock = threading.RLock()
 
 
 def _load_rules() -> None:
     global _loaded
-    if not _loaded:
-        _loaded = True
-        import hlo.shape_inference.rules  # noqa: F401  (registers every rule)
+    if _loaded:
+        return
+    with _load_lock:
+        if not _loaded:
+            import hlo.shape_inference.rules  # noqa: F401  (registers every rule)
+            _loaded = True

@@ -1,0 +1,161 @@
+"""TensorBoard export: see what the compiler did in TensorBoard's Graphs and Text dashboards.
+
+    tfxla_plugin.tensorboard.write(f, x, w, logdir="/tmp/tb")      # f = tfxla_plugin.function(...)
+    tensorboard --logdir /tmp/tb
+
+One call writes these runs under ``logdir/<name>`` (``name`` defaults to the function's name):
+
+==========================  ==================================================================================
+run                         contents
+==========================  ==================================================================================
+``<name>/original``         graph: the traced graph as clustered, ``_XlaCluster="cluster_N"`` on clustered
+                            nodes (Graphs > "Color by XLA Cluster"), ``tfxla_left_out`` reasons elsewhere;
+                            text ``clustering`` (tables) and ``explanation`` (``explain_text``)
+``<name>/rewritten``        graph: what TensorFlow runs, one ``TfxlaLaunch`` node per cluster (short attrs:
+                            ``cluster``, ``op_count``, ``hlo_op_count``, ``kernel_hash``, ``backend``)
+``<name>/hlo/<cluster>``    graph: the cluster's optimized HLO, fusions as name scopes (``fusion.3/...``);
+                            text ``hlo_before_optimizations``, ``hlo_after_optimizations``, ``c_source``,
+                            ``buffer_assignment``, ``fusion_decisions`` (fenced code blocks)
+==========================  ==================================================================================
+
+Every summary is at step 0. A run directory that already holds event files is an error unless
+``overwrite=True`` (which deletes its old event files first), so the dashboard never mixes two
+compilations. No graph attribute is 1 KiB or more (``graphs.ATTR_LIMIT``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tfxla_plugin.tensorboard.graphs import ATTR_LIMIT, hlo_graph, original_graph, rewritten_graph
+from tfxla_plugin.tensorboard.text import clustering_table, code_block, unfence
+
+ORIGINAL_RUN = "original"
+REWRITTEN_RUN = "rewritten"
+HLO_RUN = "hlo"  # HLO runs are hlo/<cluster>
+CLUSTER_TEXT_TAGS = ("hlo_before_optimizations", "hlo_after_optimizations", "c_source", "buffer_assignment",
+                     "fusion_decisions")
+
+
+@dataclass(frozen=True)
+class Written:
+    """What ``write`` wrote: run name (relative to ``logdir``) -> its directory."""
+
+    logdir: str
+    runs: dict[str, str] = field(default_factory=dict)
+
+
+def run_name(text: str) -> str:
+    """A run-name component: letters, digits, ``_ . -`` (``<lambda>`` -> ``lambda``)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.\-]+", "_", text).strip("_.")
+    return cleaned or "function"
+
+
+class _Runs:
+    def __init__(self, logdir: str | os.PathLike, name: str, overwrite: bool):
+        self.logdir = Path(logdir)
+        self.name = run_name(name)
+        self.overwrite = overwrite
+        self.runs: dict[str, str] = {}
+
+    def writer(self, *parts: str):
+        import tensorflow as tf
+
+        path = self.logdir.joinpath(self.name, *parts)
+        old = sorted(path.glob("events.out.tfevents.*")) if path.is_dir() else []
+        if old and not self.overwrite:
+            raise FileExistsError(f"tfxla_plugin.tensorboard: run directory {path} already holds event files; "
+                                  f"pass overwrite=True or another name")
+        for p in old:
+            p.unlink()
+        path.mkdir(parents=True, exist_ok=True)
+        self.runs["/".join((self.name,) + parts)] = str(path)
+        return tf.summary.create_file_writer(str(path))
+
+    def write(self, parts: tuple[str, ...], graph_def=None, texts: dict[str, str] | None = None) -> None:
+        import tensorflow as tf
+
+        writer = self.writer(*parts)
+        with writer.as_default():
+            if graph_def is not None:
+                tf.summary.graph(graph_def)
+            for tag, text in (texts or {}).items():
+                tf.summary.text(tag, tf.constant(text), step=0)
+        writer.flush()
+        writer.close()
+
+    def result(self) -> Written:
+        return Written(str(self.logdir), dict(self.runs))
+
+
+def _check_logdir(logdir) -> None:
+    if logdir is None or str(logdir) == "":
+        raise ValueError("tfxla_plugin.tensorboard: logdir is required (a directory to write runs into)")
+    if Path(logdir).exists() and not Path(logdir).is_dir():
+        raise NotADirectoryError(f"tfxla_plugin.tensorboard: logdir {logdir} exists and is not a directory")
+
+
+def launch_info(compiled_graph) -> dict[str, dict[str, object]]:
+    """Cluster name -> the short attrs its launch node gets in the rewritten graph."""
+    specs = {s.name: s for s in compiled_graph.analysis.clusters}
+    return {c.name: {"op_count": len(specs[c.name].node_names) if c.name in specs else 0,
+                     "hlo_op_count": sum(1 for _ in c.optimized.instructions()),
+                     "kernel_hash": c.kernel_hash, "backend": getattr(c, "backend", "cpu")}
+            for c in compiled_graph.clusters}
+
+
+def write_compiled_graph(compiled_graph, logdir: str | os.PathLike, name: str = "function", *,
+                         overwrite: bool = False) -> Written:
+    """Write the runs for one ``CompiledGraph`` (``f.compiled_graph(*args)``) under ``logdir/name``."""
+    from tfxla_plugin.explain import explain_json, explain_text
+
+    _check_logdir(logdir)
+    runs = _Runs(logdir, name, overwrite)
+    runs.write((ORIGINAL_RUN,), original_graph(compiled_graph.analysis),
+               {"clustering": clustering_table(explain_json(compiled_graph)),
+                "explanation": code_block(explain_text(compiled_graph))})
+    runs.write((REWRITTEN_RUN,), rewritten_graph(compiled_graph.rewritten.graph_def, launch_info(compiled_graph)))
+    for c in compiled_graph.clusters:
+        texts = {"hlo_before_optimizations": code_block(c.hlo.to_text()),
+                 "hlo_after_optimizations": code_block(c.optimized.to_text()),
+                 "c_source": code_block(c.c_source, "c"),
+                 "buffer_assignment": code_block(c.executable.generated.buffer_assignment),
+                 "fusion_decisions": code_block(c.fusion_text())}
+        runs.write((HLO_RUN, run_name(c.name)), hlo_graph(c.optimized), texts)
+    return runs.result()
+
+
+def write_graph_def(graph_def, logdir: str | os.PathLike, name: str, *, clustering: dict | None = None,
+                    launch: dict[str, dict[str, object]] | None = None, overwrite: bool = False) -> Written:
+    """Write an already rewritten GraphDef (a wrapped SavedModel's, as loaded) as ``<name>/rewritten``,
+    with ``clustering`` (a ``summary_json`` dict, e.g. from the wrapped model's manifest) as text and
+    ``launch`` (cluster name -> short attrs) set on the launch nodes."""
+    _check_logdir(logdir)
+    runs = _Runs(logdir, name, overwrite)
+    texts = {"clustering": clustering_table(clustering)} if clustering else None
+    runs.write((REWRITTEN_RUN,), rewritten_graph(graph_def, launch), texts)
+    return runs.result()
+
+
+def write(f, *args, logdir: str | os.PathLike, name: str | None = None, overwrite: bool = False,
+          **kwargs) -> Written:
+    """Compile ``f`` (a ``tfxla_plugin.function``) for ``args``/``kwargs`` if not yet compiled, and write its
+    runs under ``logdir/<name>`` (default: the function's name). Returns the runs written."""
+    from tfxla_plugin.api import CompiledFunction
+
+    if not isinstance(f, CompiledFunction):
+        raise TypeError(f"tfxla_plugin.tensorboard.write: expected a tfxla_plugin.function, got "
+                        f"{type(f).__name__}; wrap it with tfxla_plugin.function(fn, jit_compile=...)")
+    if f._jit_compile is False:
+        raise ValueError("tfxla_plugin.tensorboard.write: this function has jit_compile=False, so nothing is "
+                         "compiled; use jit_compile=True or \"auto\"")
+    _check_logdir(logdir)
+    compiled = f.compiled_graph(*args, **kwargs)
+    return write_compiled_graph(compiled, logdir, name or getattr(f, "__name__", "function"), overwrite=overwrite)
+
+
+__all__ = ["ATTR_LIMIT", "CLUSTER_TEXT_TAGS", "HLO_RUN", "ORIGINAL_RUN", "REWRITTEN_RUN", "Written", "launch_info",
+           "run_name", "unfence", "write", "write_compiled_graph", "write_graph_def"]
