@@ -534,6 +534,7 @@ class ModuleCodegen:
                         out.line("return 1;")
                     pos += 1
             out.line("(void)in_dims;")
+            out.line("tfxla_sync_fp_mode();")
             out.line("tfxla_scratch_base = scratch;")
             out.line("tfxla_st = (tfxla_state*)state;")
             out.line(f"return {entry_fn}((void* const*)in, out, scratch + TFXLA_BASE_{entry_fn}, err, errlen);")
