@@ -38,7 +38,7 @@ BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
                  "--window-size=1400,900")
 SERVER_TIMEOUT = 90.0  # seconds for TensorBoard to serve the runs
-PAGE_TIMEOUT = 60.0  # seconds for any one thing to appear in the page
+PAGE_TIMEOUT = 180.0  # seconds for any one thing to appear in the page (generous: CI machines can be busy)
 UNCLUSTERED_FILL = "rgb(238, 238, 238)"  # the dashboard's colour for "unknown XLA cluster" (#eee)
 
 # Finds elements matching a CSS selector in the document and every shadow root under it.
@@ -169,18 +169,16 @@ def wait_for(driver, script: str, what: str, *args, timeout: float = PAGE_TIMEOU
 
 
 def select_run(driver, run: str, node: str) -> None:
-    """Pick ``run`` in the dashboard's Run menu and wait until ``node`` is drawn."""
-    index = wait_for(driver, """
+    """Pick ``run`` in the dashboard's Run menu and wait until ``node`` is drawn (selecting it again
+    while it is not: on a busy machine the dashboard may still be loading the first time)."""
+    wait_for(driver, """
         const c = find('tf-graph-controls')[0];
-        if (!c || !c.datasets || !c.datasets.length) return null;
+        if (!c || !c.datasets || !c.datasets.length) return false;
         const i = c.datasets.findIndex(d => d.name === arguments[0]);
-        if (i < 0) return null;
-        c.set('_selectedRunIndex', i);
-        return i + 1;""", f"run {run} in the Run menu", run)
-    assert index >= 1
-    wait_for(driver, "return find('tf-graph-controls')[0].datasets[arguments[0]].name === arguments[1] && "
-                     "find('g.node').some(e => e.getAttribute('data-name') === arguments[2]);",
-             f"node {node} of run {run}", index - 1, run, node)
+        if (i < 0) return false;
+        if (c._selectedRunIndex !== i) c.set('_selectedRunIndex', i);
+        return find('g.node').some(e => e.getAttribute('data-name') === arguments[1]);""",
+             f"node {node} of run {run}", run, node)
 
 
 def color_by_xla_cluster(driver) -> dict[str, str]:
