@@ -1,40 +1,20 @@
-"""The C compiler driver and the content-addressed kernel cache.
-
-A shared object is cached under ``<cache_dir>/<key[:2]>/<key>.so`` where ``key``
-is sha256 of (C source, full compiler command, compiler version). Writes are
-atomic (compile to a temporary name, then ``os.replace``) and a file lock per
-key makes parallel processes compile each kernel once. A failure raises
-``CompileError`` carrying the command, the compiler's stderr and the path of
-the kept source.
+"""The C compiler driver: kernels are shared objects in the content-addressed cache of
+``backends.kernel_cache``, keyed by sha256 of (C source, full compiler command, compiler version),
+under ``<cache_dir>/<key[:2]>/<key>.so``.
 """
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
 import os
 import shlex
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 
-class CompileError(RuntimeError):
-    def __init__(self, message: str, command: list[str], stderr: str, source_path: str):
-        super().__init__(f"{message}\ncommand: {shlex.join(command)}\nsource: {source_path}\n{stderr}")
-        self.command = command
-        self.stderr = stderr
-        self.source_path = source_path
-
-
-def default_cache_dir() -> Path:
-    env = os.environ.get("TFXLA_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tfxla_plugin" / "kernels"
+from backends.kernel_cache import CompileError, build_cached
 
 
 @functools.lru_cache(maxsize=None)
@@ -97,42 +77,7 @@ def compile_shared_object(source: str, options: CompilerOptions | None = None,
                           cache_dir: str | os.PathLike | None = None, name: str = "kernel") -> CompiledKernel:
     """Compile ``source`` to a shared object, or return the cached one."""
     options = options or CompilerOptions()
-    key = cache_key(source, options)
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    directory = root / key[:2]
-    directory.mkdir(parents=True, exist_ok=True)
-    so_path = directory / f"{key}.so"
-    src_path = directory / f"{key}.c"
-    if so_path.exists():
-        return CompiledKernel(so_path, src_path, key, True, tuple(options.command(str(src_path), str(so_path))))
-    lock_path = directory / f"{key}.lock"
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if so_path.exists():  # another process compiled it while we waited
-                return CompiledKernel(so_path, src_path, key, True,
-                                      tuple(options.command(str(src_path), str(so_path))))
-            _atomic_write(src_path, source.encode())
-            fd, tmp_so = tempfile.mkstemp(prefix=f".{name}.", suffix=".so", dir=directory)
-            os.close(fd)
-            cmd = options.command(str(src_path), tmp_so)
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            except subprocess.TimeoutExpired as e:
-                os.unlink(tmp_so)
-                raise CompileError("C compiler timed out", cmd, str(e), str(src_path)) from e
-            if proc.returncode != 0:
-                os.unlink(tmp_so)
-                raise CompileError(f"C compiler failed with exit code {proc.returncode}", cmd, proc.stderr,
-                                   str(src_path))
-            os.replace(tmp_so, so_path)
-            return CompiledKernel(so_path, src_path, key, False, tuple(cmd))
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    built = build_cached(source, cache_key(source, options), options.command, cache_dir=cache_dir, name=name,
+                         source_suffix=".c", output_suffix=".so", tool="C compiler")
+    return CompiledKernel(built.path, built.source_path, built.key, built.cache_hit, built.command)
 
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)

@@ -127,7 +127,7 @@ static inline {T} tfxla_clz_{N}({T} x) {{
 """
 
 
-def _int_helpers() -> str:
+def int_helpers() -> str:
     parts = []
     for t, ct, ut, mn, mx in INT_TYPES:
         signed = t.is_signed_int
@@ -144,4 +144,4 @@ def _int_helpers() -> str:
     return "".join(parts)
 
 
-PRELUDE = _HEADER + _int_helpers() + VMATH_C
+PRELUDE = _HEADER + int_helpers() + VMATH_C

@@ -1,0 +1,123 @@
+"""The nvcc driver and the CUDA kernel cache (the CPU backend's cache scheme, for fat binaries).
+
+One nvcc call per module compiles every kernel for all target architectures
+(``-gencode`` per arch: an ``sm_XX`` cubin each, plus the PTX of the newest
+so newer GPUs can JIT it) into one fat binary, which the CUDA driver (PyCUDA's
+``module_from_buffer``) loads on any of them. The cache is keyed by sha256 of
+(source, the full nvcc command with placeholder paths, ``nvcc --version``);
+the archs are part of the command. Entries live at
+``<cache_dir>/<key[:2]>/<key>.fatbin`` next to the kept ``.cu``; writes are
+atomic and a per-key file lock makes concurrent compiles of one source run
+nvcc once. Failures raise the CPU backend's ``CompileError`` (command, stderr,
+source path). nvcc needs no GPU, so every generated kernel is compile-checked
+on any machine that has it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from backends.kernel_cache import CompileError, build_cached
+
+
+@functools.lru_cache(maxsize=None)
+def nvcc_version(nvcc: str) -> str:
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise CompileError(f"cannot run nvcc ({nvcc!r}): {e}", [nvcc, "--version"], "", "") from e
+    if out.returncode != 0:
+        raise CompileError(f"{nvcc} --version failed", [nvcc, "--version"], out.stderr, "")
+    return out.stdout.strip()
+
+
+def find_nvcc() -> str:
+    env = os.environ.get("TFXLA_NVCC")
+    if env:
+        return env
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for candidate in ("/usr/local/cuda/bin/nvcc",):
+        if os.path.exists(candidate):
+            return candidate
+    return "nvcc"
+
+
+@dataclass(frozen=True)
+class NvccOptions:
+    nvcc: str = ""  # empty: $TFXLA_NVCC, else nvcc on the PATH, else /usr/local/cuda/bin/nvcc
+    archs: tuple[int, ...] = (80, 90)  # sm_80 (A100) and sm_90 (H100/H200); PTX of the last one too
+    opt_flags: tuple[str, ...] = ("-O3",)
+    warnings_as_errors: bool = False  # tests turn this on: generated code must compile without warnings
+    extra_flags: tuple[str, ...] = ()
+
+    @property
+    def executable(self) -> str:
+        return self.nvcc or find_nvcc()
+
+    def command(self, source: str, output: str) -> list[str]:
+        cmd = [self.executable, "-fatbin", "-std=c++17", *self.opt_flags]
+        for k, arch in enumerate(self.archs):
+            code = f"[sm_{arch},compute_{arch}]" if k == len(self.archs) - 1 else f"sm_{arch}"
+            cmd.append(f"-gencode=arch=compute_{arch},code={code}")
+        if self.warnings_as_errors:
+            cmd += ["-Werror", "all-warnings"]
+        cmd += list(self.extra_flags) + [source, "-o", output]
+        return cmd
+
+
+def cache_key(source: str, options: NvccOptions) -> str:
+    cmd = options.command("SOURCE.cu", "OUTPUT.fatbin")
+    cmd[0] = os.path.basename(cmd[0])
+    h = hashlib.sha256()
+    for part in (source, "\0", shlex.join(cmd), "\0", nvcc_version(options.executable)):
+        h.update(part.encode())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class CompiledFatbin:
+    path: Path
+    source_path: Path
+    key: str
+    cache_hit: bool
+    command: tuple[str, ...]
+    stderr: str = ""  # nvcc's diagnostics of the compile that produced it ("" on a hit)
+
+    def read(self) -> bytes:
+        return self.path.read_bytes()
+
+
+def compile_fatbin(source: str, options: NvccOptions | None = None, cache_dir: str | os.PathLike | None = None,
+                   name: str = "module") -> CompiledFatbin:
+    """Compile CUDA ``source`` to a fat binary for ``options.archs``, or return the cached one."""
+    options = options or NvccOptions()
+    built = build_cached(source, cache_key(source, options), options.command, cache_dir=cache_dir, name=name,
+                         source_suffix=".cu", output_suffix=".fatbin", tool="nvcc")
+    return CompiledFatbin(built.path, built.source_path, built.key, built.cache_hit, built.command, built.stderr)
+
+
+def batch_source(sources: list[str]) -> str:
+    """Many generated modules as one translation unit, to compile-check them in one nvcc run (nvcc's
+    start-up dominates small modules): one prelude, each module's globals and kernels in a namespace
+    ``m<j>``, kernels renamed ``m<j>_k<N>_...`` (``extern "C"`` names are global). Kernel bodies are
+    unchanged, so what compiles here compiles alone."""
+    from backends.cuda.prelude import PRELUDE
+
+    parts = [PRELUDE]
+    for j, src in enumerate(sources):
+        head, sep, body = src.partition(PRELUDE)
+        if not sep:
+            raise ValueError(f"source {j} is not a generated CUDA module (no prelude)")
+        body = re.sub(r"\b(k\d+_)", f"m{j}_\\1", body)
+        parts.append(f"namespace m{j} {{\n{body}\n}}  /* namespace m{j} */\n")
+    return "".join(parts)

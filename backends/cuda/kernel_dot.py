@@ -1,0 +1,213 @@
+"""Tiled GEMM kernels: dot, and convolution as an implicit GEMM.
+
+Both are ``C[batch, M, N] = sum_K A[batch, M, K] B[batch, K, N]`` with 64x64
+output tiles, 16-deep shared-memory slices and a 4x4 register tile per thread
+(block 16x16: rows ``ty + 16 i``, cols ``tx + 16 j``, so stores are coalesced).
+A and B elements are computed by the elemental rules while the slices load
+(zeros past the edges), so fused operand producers (a transpose, a convert, a
+broadcast) cost no memory pass. f32, f16 and bf16 accumulate in f32, f64 in
+f64 (the value is rounded to the dot's type before an epilogue). The kernel
+takes the dot or convolution alone, or at the heart of an output fusion whose
+root is an elementwise function of it (bias, activation, residual: computed
+per result element before the store). Integer and pred dots, grouped
+(depthwise) or lhs-dilated convolutions, and products under 1024 outputs go to
+the elemental loop.
+
+* dot: ``A`` is the lhs with free dims flattened to M and contracting dims to
+  K (dim order), ``B`` the rhs likewise.
+* convolution: M runs over (batch, output spatial positions), N over output
+  features and K over (window positions, input features); ``A(m, k)`` is the
+  input element under window position k of output position m (zero in the
+  padding), ``B(k, n)`` the kernel element.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from backends.cpu.elemental import linear_index
+from backends.cuda import dialect as D
+from backends.cuda.kernels import KernelBuilder, ceil_div, delinearize, epilogue_core, prod, strategy
+from hlo.dtypes import PrimitiveType as P
+from hlo.opcodes import Opcode
+
+BM = BN = 64
+BK = 16
+MIN_OUTPUTS = 1024  # smaller products are left to the elemental loop
+FLOATS = (P.F32, P.F16, P.BF16, P.F64)
+
+
+def _row_major(shape) -> bool:
+    return shape.layout is None or not shape.layout.minor_to_major or \
+        tuple(shape.layout.minor_to_major) == tuple(range(shape.rank - 1, -1, -1))
+
+
+# (body, em, row or col variable, k variable): writes the element into ``av`` / ``bv`` (zero outside)
+Loader = Callable[[D.CudaBuffer, object, str, str], None]
+
+
+def emit_gemm(kb: KernelBuilder, core, nb: int, m: int, n: int, k: int, load_a: Loader, load_b: Loader,
+              out_index: Callable[[], tuple], note: str):
+    """The tiled GEMM kernel for ``core`` (a dot or convolution: the root, or under an elementwise
+    epilogue); ``out_index()`` gives the result's multi-index at output row ``mm``, col ``nn``."""
+    out = kb.outs[0]
+    acc_t = "double" if core.shape.dtype is P.F64 else "float"
+    body = D.CudaBuffer()
+    em = kb.emitter(body)
+    body.line(f"__shared__ {acc_t} As[{BK}][{BM + 1}];")
+    body.line(f"__shared__ {acc_t} Bs[{BK}][{BN + 1}];")
+    body.line(f"{acc_t} acc[4][4] = {{}};")
+    body.line("const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;")
+    body.line("[[maybe_unused]] const int64_t bt = blockIdx.z;")
+    body.line(f"const int64_t m0 = (int64_t)blockIdx.y * {BM}, n0 = (int64_t)blockIdx.x * {BN};")
+    with body.block(f"for (int64_t k0 = 0; k0 < {k}; k0 += {BK})"):
+        for name, load, size, coords, slot in (
+                ("a", load_a, BM * BK, f"am = m0 + l / {BK}, ak = k0 + l % {BK}", f"As[l % {BK}][l / {BK}]"),
+                ("b", load_b, BK * BN, f"bk = k0 + l / {BN}, bn = n0 + l % {BN}", f"Bs[l / {BN}][l % {BN}]")):
+            with body.block(f"for (int l = tid; l < {size}; l += 256)"):
+                body.line(f"const int64_t {coords};")
+                body.line(f"{acc_t} {name}v = 0;")
+                em.push()
+                load(body, em, "am" if name == "a" else "bn", "ak" if name == "a" else "bk")
+                em.pop()
+                body.line(f"{slot} = {name}v;")
+        body.line("__syncthreads();")
+        body.line("#pragma unroll")
+        with body.block(f"for (int kk = 0; kk < {BK}; ++kk)"):
+            body.line(f"{acc_t} a[4], b[4];")
+            body.line("#pragma unroll")
+            body.line("for (int i = 0; i < 4; ++i) { a[i] = As[kk][ty + 16 * i]; b[i] = Bs[kk][tx + 16 * i]; }")
+            body.line("#pragma unroll")
+            body.line("for (int i = 0; i < 4; ++i) for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];")
+        body.line("__syncthreads();")
+    with body.block("for (int i = 0; i < 4; ++i)"):
+        body.line("const int64_t mm = m0 + ty + 16 * i;")
+        with body.block("for (int j = 0; j < 4; ++j)"):
+            body.line("const int64_t nn = n0 + tx + 16 * j;")
+            with body.block(f"if (mm < {m} && nn < {n})"):
+                idx, offset = out_index()
+                value = "acc[i][j]"
+                if core is not kb.root:  # the epilogue, on this element only
+                    value = body_tmp(body, kb, D.compute(core.shape.dtype), D.load(core.shape.dtype, D.store(
+                        core.shape.dtype, "acc[i][j]")))
+                    em.external[core.name] = lambda _idx, v=value: v
+                    em.push()
+                    value = em.emit(kb.root.name, idx)
+                    em.pop()
+                body.line(f"{kb.pointer(out, write=True)}[{offset or linear_index(out.shape, idx)}] = "
+                          f"{D.store(out.shape.dtype, value)};")
+    epilogue = f", epilogue %{kb.root.name}" if core is not kb.root else ""
+    note += f"{epilogue}, {BM}x{BN} tiles, {BK}-deep shared slices, 4x4 per thread, {acc_t} accumulation"
+    return kb.finish(body, (ceil_div(n, BN), ceil_div(m, BM), nb), (16, 16), note)
+
+
+def body_tmp(body, kb: KernelBuilder, ctype: str, expr: str) -> str:
+    name = kb.names.fresh("c")
+    body.line(f"const {ctype} {name} = {expr};")
+    return name
+
+
+def _guarded(body, em, guard: str, operand: str, idx, var: str, acc_t: str) -> None:
+    with body.block(f"if ({guard})"):
+        body.line(f"{var} = ({acc_t})({em.emit(operand, idx)});")
+
+
+def _index(shape, groups) -> tuple[str, ...]:
+    """A multi-index of ``shape`` from (dims, linear coordinate) groups (row-major within a group)."""
+    idx = ["0"] * shape.rank
+    for dims, coord in groups:
+        for d, e in zip(dims, delinearize(coord, [shape.dims[d] for d in dims])):
+            idx[d] = e
+    return tuple(idx)
+
+
+@strategy("dot-tiled")
+def dot_kernel(kb: KernelBuilder):
+    root = epilogue_core(kb, Opcode.DOT)
+    if root is None or len(kb.outs) != 1:
+        return None
+    out = kb.outs[0]
+    if root.shape.dtype not in FLOATS or not _row_major(out.shape):
+        return None
+    lhs, rhs = kb.shape_of(root.operands[0]), kb.shape_of(root.operands[1])
+    lb, lc = tuple(root.attr("lhs_batch_dims", ())), tuple(root.attr("lhs_contracting_dims", ()))
+    rb, rc = tuple(root.attr("rhs_batch_dims", ())), tuple(root.attr("rhs_contracting_dims", ()))
+    lfree = [d for d in range(lhs.rank) if d not in lb and d not in lc]
+    rfree = [d for d in range(rhs.rank) if d not in rb and d not in rc]
+    nb = prod(lhs.dims[d] for d in lb)
+    m, n, k = prod(lhs.dims[d] for d in lfree), prod(rhs.dims[d] for d in rfree), prod(lhs.dims[d] for d in lc)
+    if nb > 65535 or ceil_div(m, BM) > 65535 or m * n < MIN_OUTPUTS or k == 0:
+        return None
+    acc_t = "double" if root.shape.dtype is P.F64 else "float"
+
+    def load_a(body, em, mv, kv):
+        return _guarded(body, em, f"{mv} < {m} && {kv} < {k}", root.operands[0],
+                        _index(lhs, ((lb, "bt"), (lfree, mv), (lc, kv))), "av", acc_t)
+
+    def load_b(body, em, nv, kv):
+        return _guarded(body, em, f"{kv} < {k} && {nv} < {n}", root.operands[1],
+                        _index(rhs, ((rb, "bt"), (rfree, nv), (rc, kv))), "bv", acc_t)
+
+    def out_index():
+        offset = f"(bt * {m} + mm) * {n} + nn"  # the result is row-major
+        return delinearize(offset, out.shape.dims), offset
+    return emit_gemm(kb, root, nb, m, n, k, load_a, load_b, out_index, f"tiled dot: batch {nb}, [{m}, {k}] x [{k}, {n}]")
+
+
+@strategy("conv-implicit-gemm")
+def conv_kernel(kb: KernelBuilder):
+    root = epilogue_core(kb, Opcode.CONVOLUTION)
+    if root is None or len(kb.outs) != 1:
+        return None
+    window = root.attr("window").dims
+    if root.shape.dtype not in FLOATS or root.attr("feature_group_count", 1) != 1 or \
+            root.attr("batch_group_count", 1) != 1 or any(d.lhs_dilate != 1 for d in window):
+        return None
+    lhs, rhs = kb.shape_of(root.operands[0]), kb.shape_of(root.operands[1])
+    dl = root.attr("dim_labels")
+    out_spatial = [root.shape.dims[d] for d in dl.output_spatial]
+    batch = root.shape.dims[dl.output_batch]
+    m = batch * prod(out_spatial)
+    n = root.shape.dims[dl.output_feature]
+    cin = lhs.dims[dl.input_feature]
+    k = prod(d.size for d in window) * cin
+    if ceil_div(m, BM) > 65535 or m * n < MIN_OUTPUTS or k == 0:
+        return None
+    acc_t = "double" if root.shape.dtype is P.F64 else "float"
+    m_dims = [batch] + out_spatial  # m = (b, o_0, o_1, ...), row-major
+    k_dims = [d.size for d in window] + [cin]  # k = (w_0, w_1, ..., c), row-major
+
+    def load_a(body, em, mv, kv):
+        mi = delinearize(mv, m_dims)
+        ki = delinearize(kv, k_dims)
+        idx = ["0"] * lhs.rank
+        idx[dl.input_batch] = mi[0]
+        idx[dl.input_feature] = ki[-1]
+        conds = [f"{mv} < {m}", f"{kv} < {k}"]
+        for s, d in enumerate(window):
+            w = f"({d.size - 1} - {ki[s]})" if d.reversal else ki[s]
+            pos = kb.names.fresh("pos")
+            body.line(f"const int64_t {pos} = ({mi[1 + s]}) * {d.stride} + ({w}) * {d.rhs_dilate} - {d.pad_low};")
+            idx[dl.input_spatial[s]] = pos
+            conds.append(f"{pos} >= 0 && {pos} < {lhs.dims[dl.input_spatial[s]]}")
+        return _guarded(body, em, " && ".join(conds), root.operands[0], tuple(idx), "av", acc_t)
+
+    def load_b(body, em, nv, kv):
+        ki = delinearize(kv, k_dims)
+        idx = ["0"] * rhs.rank
+        idx[dl.kernel_input_feature] = ki[-1]
+        idx[dl.kernel_output_feature] = nv
+        for s in range(len(window)):
+            idx[dl.kernel_spatial[s]] = ki[s]
+        return _guarded(body, em, f"{kv} < {k} && {nv} < {n}", root.operands[1], tuple(idx), "bv", acc_t)
+
+    def out_index():
+        mi = delinearize("mm", m_dims)
+        idx = ["0"] * root.shape.rank
+        idx[dl.output_batch] = mi[0]
+        idx[dl.output_feature] = "nn"
+        for s, d in enumerate(dl.output_spatial):
+            idx[d] = mi[1 + s]
+        return tuple(idx), None
+    note = f"convolution as implicit GEMM: [{m} positions, {k} = window x {cin}] x [{k}, {n} features]"
+    return emit_gemm(kb, root, 1, m, n, k, load_a, load_b, out_index, note)
