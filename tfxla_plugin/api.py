@@ -30,7 +30,9 @@ def function(fn=None, *, jit_compile=True, backend: str = "cpu", input_signature
     if backend not in ("cpu", "cuda"):
         raise ValueError(f"backend must be \"cpu\" or \"cuda\", got {backend!r}")
     if backend == "cuda":
-        raise NotImplementedError("backend=\"cuda\" is not available yet in this build (CPU only)")
+        raise NotImplementedError("backend=\"cuda\": the CUDA code generator exists (backends.cuda compiles and runs "
+                                  "HLO modules through PyCUDA), but TfxlaLaunch cannot run CUDA kernels inside a "
+                                  "TensorFlow graph yet; use backend=\"cpu\"")
 
     def wrap(f):
         return CompiledFunction(f, jit_compile=jit_compile, input_signature=input_signature,
