@@ -48,7 +48,6 @@
 #include "absl/synchronization/mutex.h"
 #include "json_reader.h"
 #include "rebuild.h"
-#include "runner.h"
 #include "sha256.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -167,7 +166,6 @@ struct LoadedKernel {
   std::vector<TensorSpec> outputs;
   int64_t scratch_bytes = 0;
   int64_t total_input_rank = 0;
-  bool parallel = true;  // starts OpenMP regions: run it on the KernelRunner thread (runner.h)
 
   std::string Name() const { return absl::StrCat("'", module, "' (", path, ")"); }
 };
@@ -271,7 +269,6 @@ absl::Status InitLoaded(LoadedKernel* k) {
   if (scratch_bytes != nullptr && scratch_bytes() != k->scratch_bytes)
     return InvalidArgument("tfxla kernel '", k->path, "': tfxla_scratch_bytes() is ", scratch_bytes(),
                            " but its signature says ", k->scratch_bytes);
-  if (const Json* p = sig.Find("parallel"); p != nullptr && p->kind == Json::kBool) k->parallel = p->boolean;
   for (const TensorSpec& s : k->inputs) k->total_input_rank += static_cast<int64_t>(s.dims.size());
   char err[kErrLen] = {0};
   if (init(&k->state, err, sizeof(err)) != 0) {
@@ -583,8 +580,7 @@ class TfxlaLaunchOp : public OpKernel {
                    char* scratch) const {
     char err[kErrLen];
     err[0] = '\0';
-    const auto call = [&] { return k.run(k.state, in, in_dims, out, scratch, err, sizeof(err)); };
-    const int status = k.parallel ? KernelRunner::Get().Run(call) : call();
+    const int status = k.run(k.state, in, in_dims, out, scratch, err, sizeof(err));
     err[kErrLen - 1] = '\0';
     if (status == 0) return absl::OkStatus();
     return Internal("TfxlaLaunch cluster '", cluster_, "': kernel ", k.Name(), " failed (status ", status,
