@@ -237,3 +237,17 @@ def test_backend_flag_other_than_cpu_is_a_clear_error(monkeypatch) -> None:
         f(tf.constant([1.0]))
     with pytest.raises(NotImplementedError, match="TfxlaLaunch cannot run CUDA kernels inside a TensorFlow graph yet"):
         tfxla_plugin.function(lambda x: x, backend="cuda")
+
+
+def test_called_inside_a_tf_function_the_compiler_is_not_converted_by_autograph() -> None:
+    from tensorflow.python.autograph.impl import api as autograph_api
+
+    f = tfxla_plugin.function(lambda x: x * 3.0 + 1.0)
+    assert autograph_api.is_autograph_artifact(f)  # autograph calls it as it is, without converting it
+
+    @tf.function  # autograph on, the default
+    def outer(x):
+        return f(x) - 1.0
+
+    x = tf.constant([1.0, 2.0])
+    np.testing.assert_allclose(outer(x).numpy(), (x * 3.0).numpy())
