@@ -68,7 +68,8 @@ class CompiledFunction:
         self._plain = tf.function(target, input_signature=input_signature, reduce_retracing=reduce_retracing,
                                   autograph=autograph)
         self._cache: dict[tuple, CompiledGraph] = {}
-        self._tiled: CompiledGraph | None | bool = None  # None: not tried; False: per-shape kernels instead
+        # None: not tried yet; False: per-shape kernels instead (or no None batch dim in input_signature)
+        self._tiled: CompiledGraph | None | bool = None if self._batch_polymorphic(input_signature) else False
         self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         functools.update_wrapper(self, fn)
 
@@ -115,11 +116,12 @@ class CompiledFunction:
             if not spec.is_compatible_with(t):
                 raise TypeError(f"{self.__name__}: argument {k} is {t}, not compatible with input_signature {spec}")
 
-    def _polymorphic(self) -> bool:
+    @staticmethod
+    def _batch_polymorphic(input_signature) -> bool:
         """An input_signature with a ``None`` leading dim: compile once for every batch size."""
-        if self._input_signature is None:
+        if input_signature is None:
             return False
-        specs = tf.nest.flatten(self._input_signature, expand_composites=True)
+        specs = tf.nest.flatten(input_signature, expand_composites=True)
         return any(isinstance(s, tf.TensorSpec) and s.shape.rank and s.shape[0] is None for s in specs)
 
     def _compiled_tiled(self, args, kwargs):
@@ -145,7 +147,7 @@ class CompiledFunction:
         return self._tiled, tensors
 
     def _compiled(self, args, kwargs) -> tuple[CompiledGraph, list]:
-        if self._tiled is not False and self._polymorphic():
+        if self._tiled is not False:
             found = self._compiled_tiled(args, kwargs)
             if found is not None:
                 return found

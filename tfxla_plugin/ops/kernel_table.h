@@ -1,0 +1,328 @@
+// Loading kernels for the TfxlaLaunch op (included by tfxla_launch.cc only, hence the unnamed
+// namespace): reading and checking a kernel file (ELF header, sha256), parsing its signature,
+// dlopen + tfxla_init, and the process-wide KernelTable that keeps every loaded kernel until exit.
+#ifndef TFXLA_OPS_KERNEL_TABLE_H_
+#define TFXLA_OPS_KERNEL_TABLE_H_
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "json_reader.h"
+#include "sha256.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/framework/types.h"
+#include "tensorflow/core/platform/errors.h"  // TF_RETURN_IF_ERROR
+
+namespace tfxla {
+namespace {
+
+using ::tensorflow::DataType;
+using ::tensorflow::DataTypeString;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::PartialTensorShape;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+
+// Status constructors taking StrCat pieces (TF's errors::X variadics are deprecated).
+#define TFXLA_STATUS(Name)                           \
+  template <typename... Args>                        \
+  absl::Status Name(const Args&... args) {           \
+    return absl::Name##Error(absl::StrCat(args...)); \
+  }
+TFXLA_STATUS(InvalidArgument)
+TFXLA_STATUS(NotFound)
+TFXLA_STATUS(DataLoss)
+TFXLA_STATUS(Internal)
+TFXLA_STATUS(FailedPrecondition)
+TFXLA_STATUS(Unimplemented)
+#undef TFXLA_STATUS
+
+constexpr int kAbiVersion = 1;
+constexpr size_t kErrLen = 1024;
+constexpr int64_t kScratchAlign = 64;
+
+// ---------------------------------------------------------------------------------------------
+// Reading and checking a kernel file.
+
+absl::Status ReadFile(const std::string& path, std::string* data) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return NotFound("cannot open tfxla kernel file '", path, "': ", std::strerror(errno));
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) data->append(buf, n);
+  bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return DataLoss("error reading tfxla kernel file '", path, "'");
+  return absl::OkStatus();
+}
+
+// dlopen maps segments past the end of a truncated file and the process dies of SIGBUS when the
+// loader touches them, so check that the ELF header, the program headers and every segment lie
+// inside the file first. Other defects (wrong class or machine) are left to dlopen's own errors.
+absl::Status CheckElf(const std::string& path, const std::string& data) {
+  auto corrupt = [&](auto... why) {
+    return InvalidArgument("cannot load tfxla kernel '", path, "': not a valid shared object (", why...,
+                           "; the file has ", data.size(), " bytes)");
+  };
+  if (data.size() < EI_NIDENT || std::memcmp(data.data(), ELFMAG, SELFMAG) != 0)
+    return corrupt("no ELF header");
+  if (data[EI_CLASS] != ELFCLASS64) return absl::OkStatus();
+  if (data.size() < sizeof(Elf64_Ehdr)) return corrupt("truncated ELF header");
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, data.data(), sizeof(eh));
+  const uint64_t size = data.size();
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff > size ||
+      uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr) > size - eh.e_phoff)
+    return corrupt("program headers beyond the end of the file");
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, data.data() + eh.e_phoff + i * sizeof(Elf64_Phdr), sizeof(ph));
+    if (ph.p_offset > size || ph.p_filesz > size - ph.p_offset)
+      return corrupt("segment ", i, " ends at byte ", ph.p_offset + ph.p_filesz);
+  }
+  if (eh.e_shnum != 0 && (eh.e_shoff > size || uint64_t(eh.e_shnum) * eh.e_shentsize > size - eh.e_shoff))
+    return corrupt("section headers beyond the end of the file");
+  return absl::OkStatus();
+}
+
+std::string Sha256Hex(const std::string& data) {
+  Sha256 sha;
+  sha.Update(reinterpret_cast<const unsigned char*>(data.data()), data.size());
+  return sha.HexDigest();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loaded kernels.
+
+struct TensorSpec {
+  std::string hlo_type;  // "f32", "pred", ...
+  DataType dtype;
+  std::vector<int64_t> dims;
+
+  std::string ToString() const { return absl::StrCat(hlo_type, "[", absl::StrJoin(dims, ","), "]"); }
+};
+
+using AbiVersionFn = int (*)();
+using SignatureFn = const char* (*)();
+using ScratchBytesFn = int64_t (*)();
+using InitFn = int (*)(void**, char*, size_t);
+using TeardownFn = void (*)(void*);
+using RunFn = int (*)(void*, const void* const*, const int64_t*, void* const*, char*, char*, size_t);
+
+struct LoadedKernel {
+  std::string path;
+  std::string sha256;
+  std::string module;
+  void* handle = nullptr;
+  RunFn run = nullptr;
+  TeardownFn teardown = nullptr;
+  void* state = nullptr;  // written once by tfxla_init, read-only afterwards
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  int64_t scratch_bytes = 0;
+  int64_t total_input_rank = 0;
+
+  std::string Name() const { return absl::StrCat("'", module, "' (", path, ")"); }
+};
+
+// HLO element type names (hlo/dtypes.py) -> TF dtypes with the same storage.
+bool DataTypeFromHlo(const std::string& name, DataType* out) {
+  static const auto* kTable = new std::unordered_map<std::string, DataType>{
+      {"pred", tensorflow::DT_BOOL},  {"s8", tensorflow::DT_INT8},       {"s16", tensorflow::DT_INT16},
+      {"s32", tensorflow::DT_INT32},  {"s64", tensorflow::DT_INT64},     {"u8", tensorflow::DT_UINT8},
+      {"u16", tensorflow::DT_UINT16}, {"u32", tensorflow::DT_UINT32},    {"u64", tensorflow::DT_UINT64},
+      {"f16", tensorflow::DT_HALF},   {"bf16", tensorflow::DT_BFLOAT16}, {"f32", tensorflow::DT_FLOAT},
+      {"f64", tensorflow::DT_DOUBLE}, {"c64", tensorflow::DT_COMPLEX64}, {"c128", tensorflow::DT_COMPLEX128},
+  };
+  auto it = kTable->find(name);
+  if (it == kTable->end()) return false;
+  *out = it->second;
+  return true;
+}
+
+absl::Status ParseSpecs(const Json* list, const char* what, const std::string& path,
+                        std::vector<TensorSpec>* out) {
+  if (list == nullptr || list->kind != Json::kArray)
+    return InvalidArgument("tfxla kernel '", path, "': signature has no '", what, "' list");
+  for (size_t k = 0; k < list->array.size(); ++k) {
+    const Json& e = list->array[k];
+    const Json* dtype = e.Find("dtype");
+    const Json* dims = e.Find("dims");
+    if (e.kind != Json::kObject || dtype == nullptr || dtype->kind != Json::kString || dims == nullptr ||
+        dims->kind != Json::kArray)
+      return InvalidArgument("tfxla kernel '", path, "': signature ", what, "[", k,
+                             "] needs a string 'dtype' and a 'dims' list");
+    TensorSpec spec;
+    spec.hlo_type = dtype->str;
+    if (!DataTypeFromHlo(spec.hlo_type, &spec.dtype))
+      return Unimplemented("tfxla kernel '", path, "': ", what, "[", k, "] has element type ", spec.hlo_type,
+                           ", which the TfxlaLaunch op does not support");
+    for (const Json& d : dims->array) {
+      if (d.kind != Json::kNumber || !d.is_integer || d.integer < 0)
+        return InvalidArgument("tfxla kernel '", path, "': ", what, "[", k,
+                               "] has a dimension that is not a non-negative integer");
+      spec.dims.push_back(d.integer);
+    }
+    // Buffers are exchanged in TF's row-major order; other layouts would need a transpose here.
+    if (const Json* m2m = e.Find("minor_to_major"); m2m != nullptr && !m2m->array.empty()) {
+      const int64_t rank = static_cast<int64_t>(spec.dims.size());
+      bool row_major = static_cast<int64_t>(m2m->array.size()) == rank;
+      for (int64_t i = 0; row_major && i < rank; ++i) row_major = m2m->array[i].integer == rank - 1 - i;
+      if (!row_major)
+        return Unimplemented("tfxla kernel '", path, "': ", what, "[", k,
+                             "] has a non-row-major layout; the TfxlaLaunch op exchanges "
+                             "row-major buffers only");
+    }
+    out->push_back(std::move(spec));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Fn>
+absl::Status Symbol(void* handle, const char* name, const std::string& path, bool required, Fn* out) {
+  dlerror();
+  *out = reinterpret_cast<Fn>(dlsym(handle, name));
+  if (*out == nullptr && required)
+    return InvalidArgument("'", path, "' is not a tfxla kernel: missing symbol ", name);
+  return absl::OkStatus();
+}
+
+// Everything after dlopen: symbols, ABI version, signature, tfxla_init.
+absl::Status InitLoaded(LoadedKernel* k) {
+  AbiVersionFn abi_version;
+  SignatureFn signature;
+  ScratchBytesFn scratch_bytes;
+  InitFn init;
+  TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_abi_version", k->path, true, &abi_version));
+  TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_signature", k->path, true, &signature));
+  TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_scratch_bytes", k->path, false, &scratch_bytes));
+  TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_init", k->path, true, &init));
+  TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_teardown", k->path, true, &k->teardown));
+  TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_run", k->path, true, &k->run));
+  const int version = abi_version();
+  if (version != kAbiVersion)
+    return FailedPrecondition("tfxla kernel '", k->path, "' has ABI version ", version,
+                              ", but this TfxlaLaunch op speaks version ", kAbiVersion,
+                              "; recompile the kernel");
+  const char* text = signature();
+  if (text == nullptr)
+    return InvalidArgument("tfxla kernel '", k->path, "': tfxla_signature() returned NULL");
+  Json sig;
+  std::string error;
+  if (!JsonReader(text).Parse(&sig, &error) || sig.kind != Json::kObject)
+    return InvalidArgument("tfxla kernel '", k->path, "': cannot parse its signature (",
+                           error.empty() ? "not an object" : error, "): ", text);
+  if (const Json* v = sig.Find("abi_version"); v == nullptr || v->integer != kAbiVersion)
+    return FailedPrecondition("tfxla kernel '", k->path, "': signature abi_version is not ", kAbiVersion);
+  if (const Json* m = sig.Find("module"); m != nullptr && m->kind == Json::kString) k->module = m->str;
+  TF_RETURN_IF_ERROR(ParseSpecs(sig.Find("inputs"), "inputs", k->path, &k->inputs));
+  TF_RETURN_IF_ERROR(ParseSpecs(sig.Find("outputs"), "outputs", k->path, &k->outputs));
+  const Json* scratch = sig.Find("scratch_bytes");
+  if (scratch == nullptr || scratch->kind != Json::kNumber || scratch->integer < 0)
+    return InvalidArgument("tfxla kernel '", k->path, "': signature has no valid scratch_bytes");
+  k->scratch_bytes = scratch->integer;
+  if (scratch_bytes != nullptr && scratch_bytes() != k->scratch_bytes)
+    return InvalidArgument("tfxla kernel '", k->path, "': tfxla_scratch_bytes() is ", scratch_bytes(),
+                           " but its signature says ", k->scratch_bytes);
+  for (const TensorSpec& s : k->inputs) k->total_input_rank += static_cast<int64_t>(s.dims.size());
+  char err[kErrLen] = {0};
+  if (init(&k->state, err, sizeof(err)) != 0) {
+    err[kErrLen - 1] = '\0';
+    return Internal("tfxla kernel ", k->Name(), ": tfxla_init failed: ", err);
+  }
+  return absl::OkStatus();
+}
+
+// The process-wide kernel table. Entries live until exit (the op kernels hold raw pointers).
+class KernelTable {
+ public:
+  static KernelTable& Get() {
+    static auto* table = new KernelTable;  // never destroyed: no teardown races at exit
+    return *table;
+  }
+
+  // The loaded kernel for `path`, loading it on first use. `expected_sha256` (may be empty) is
+  // checked before the file is ever dlopen'ed.
+  absl::Status Lookup(const std::string& path, const std::string& expected_sha256, const LoadedKernel** out) {
+    absl::MutexLock lock(&mu_);
+    auto it = kernels_.find(path);
+    if (it == kernels_.end()) {
+      std::unique_ptr<LoadedKernel> k;
+      TF_RETURN_IF_ERROR(Load(path, expected_sha256, &k));
+      it = kernels_.emplace(path, std::move(k)).first;
+    }
+    const LoadedKernel* k = it->second.get();
+    TF_RETURN_IF_ERROR(CheckHash(*k, expected_sha256));
+    *out = k;
+    return absl::OkStatus();
+  }
+
+ private:
+  static absl::Status CheckHash(const LoadedKernel& k, const std::string& expected) {
+    if (expected.empty() || expected == k.sha256) return absl::OkStatus();
+    return DataLoss("tfxla kernel file '", k.path, "' has sha256 ", k.sha256,
+                    ", but the graph was built for sha256 ", expected,
+                    "; the file changed after compiling, refusing to run it");
+  }
+
+  static absl::Status Load(const std::string& path, const std::string& expected_sha256,
+                           std::unique_ptr<LoadedKernel>* out) {
+    if (path.empty()) return InvalidArgument("TfxlaLaunch: kernel_path is empty");
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0)
+      return NotFound("tfxla kernel file '", path, "' not found: ", std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) return InvalidArgument("tfxla kernel path '", path, "' is not a regular file");
+    auto k = std::make_unique<LoadedKernel>();
+    k->path = path;
+    std::string data;
+    TF_RETURN_IF_ERROR(ReadFile(path, &data));
+    k->sha256 = Sha256Hex(data);
+    TF_RETURN_IF_ERROR(CheckHash(*k, expected_sha256));
+    TF_RETURN_IF_ERROR(CheckElf(path, data));
+    dlerror();
+    k->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (k->handle == nullptr) {
+      const char* why = dlerror();
+      return InvalidArgument("cannot load tfxla kernel '", path, "': ", why ? why : "dlopen failed");
+    }
+    absl::Status s = InitLoaded(k.get());
+    if (!s.ok()) {
+      if (k->state != nullptr && k->teardown != nullptr) k->teardown(k->state);
+      dlclose(k->handle);
+      return s;
+    }
+    *out = std::move(k);
+    return absl::OkStatus();
+  }
+
+  absl::Mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<LoadedKernel>> kernels_ ABSL_GUARDED_BY(mu_);
+};
+
+std::string ShapeString(const Tensor& t) {
+  return absl::StrCat(DataTypeString(t.dtype()), "[", absl::StrJoin(t.shape().dim_sizes(), ","), "]");
+}
+
+}  // namespace
+}  // namespace tfxla
+
+#endif  // TFXLA_OPS_KERNEL_TABLE_H_
