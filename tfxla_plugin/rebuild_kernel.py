@@ -9,9 +9,9 @@ last line printed is the path of the shared object.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from backends.cpu.compiler import CompileError, CompilerOptions, compile_shared_object
 
@@ -20,18 +20,17 @@ _DNNL_INCLUDE = '#include "oneapi/dnnl/dnnl.h"'
 
 def compiler_options(source: str) -> CompilerOptions:
     """The default options plus what the source needs (oneDNN's headers and library when it includes them)."""
-    options = CompilerOptions()
-    if _DNNL_INCLUDE in source:
-        from backends.cpu import dnnl
+    if _DNNL_INCLUDE not in source:
+        return CompilerOptions()
+    from backends.cpu import compiler_options_for, dnnl
 
-        install = dnnl.installation()
-        if install is None:
-            raise RuntimeError("the kernel uses oneDNN, which is not installed here "
-                               "(pip install onednn-cpu-gomp==2023.2.0 onednn-devel-cpu-gomp==2023.2.0)")
-        options = dataclasses.replace(options, libraries=options.libraries + (f"-l{install.library}", "-lpthread"),
-                                      include_dirs=options.include_dirs + (install.include_dir,),
-                                      library_dirs=options.library_dirs + (install.lib_dir,))
-    return options
+    install = dnnl.installation()
+    if install is None:
+        raise RuntimeError("the kernel uses oneDNN, which is not installed here "
+                           "(pip install onednn-cpu-gomp==2023.2.0 onednn-devel-cpu-gomp==2023.2.0)")
+    needs = SimpleNamespace(libraries=dnnl.LIBRARIES(install), include_dirs=(install.include_dir,),
+                            library_dirs=(install.lib_dir,))
+    return compiler_options_for(needs)
 
 
 def rebuild(source_path: str | Path) -> Path:

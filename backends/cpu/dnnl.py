@@ -426,6 +426,11 @@ class _ModuleState:
     count: int = 0
 
 
+def LIBRARIES(install: DnnlInstall) -> tuple[str, ...]:  # noqa: N802  (a table, read like one)
+    """The ``-l`` names a kernel using oneDNN links (also what a rebuild from stored source needs)."""
+    return (install.library, "pthread")
+
+
 def _module_state(gen, install: DnnlInstall) -> _ModuleState:
     """Set up oneDNN for this module once: includes, libraries, helpers, and the stream in the state."""
     mod = gen.__dict__.get("_dnnl")
@@ -433,7 +438,7 @@ def _module_state(gen, install: DnnlInstall) -> _ModuleState:
         return mod
     mod = gen.__dict__["_dnnl"] = _ModuleState()
     gen.includes += ["<pthread.h>", '"oneapi/dnnl/dnnl.h"', '"oneapi/dnnl/dnnl_debug.h"']
-    gen.libraries += [install.library, "pthread"]
+    gen.libraries += list(LIBRARIES(install))
     gen.include_dirs.append(install.include_dir)
     gen.library_dirs.append(install.lib_dir)  # also the rpath of the shared object
     gen.globals.line(_HELPERS)
