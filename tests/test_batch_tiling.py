@@ -93,16 +93,19 @@ def test_bad_batch_inputs_are_clear_errors() -> None:
     f(_rand((2, 3), 0), _rand((2, 3), 1))
     cg = f._tiled
     op = tfxla_plugin._op.load_op_library()
-    fast = cg._fast
+    launch = cg._fast["launch"]  # an EagerLaunch: attrs converted once, TFE_Py_Execute without a tape
+    kwargs = dict(launch.kwargs, cluster="c", kernel_hash="")
+    path = kwargs.pop("kernel_path")
     with pytest.raises(tf.errors.InvalidArgumentError, match="batched inputs disagree on the batch size"):
-        op.tfxla_launch(kernel_path=fast["path"], args=[_rand((2, 3), 0), _rand((4, 3), 1)], Tout=fast["Tout"],
-                        output_shapes=fast["output_shapes"], cluster="c", kernel_hash="", **fast["extra"])
+        op.tfxla_launch(kernel_path=path, args=[_rand((2, 3), 0), _rand((4, 3), 1)], **kwargs)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="batched inputs disagree on the batch size"):
+        launch([tf.constant(_rand((2, 3), 0)), tf.constant(_rand((4, 3), 1))])  # the same error through the quick eager path
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"input 1 has shape float\[2,4\].*f32\[\?,3\]"):
-        op.tfxla_launch(kernel_path=fast["path"], args=[_rand((2, 3), 0), _rand((2, 4), 1)], Tout=fast["Tout"],
-                        output_shapes=fast["output_shapes"], cluster="c", kernel_hash="", **fast["extra"])
+        op.tfxla_launch(kernel_path=path, args=[_rand((2, 3), 0), _rand((2, 4), 1)], **kwargs)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"input 1 has shape float\[2,4\].*f32\[\?,3\]"):
+        launch([tf.constant(_rand((2, 3), 0)), tf.constant(_rand((2, 4), 1))])
     with pytest.raises(tf.errors.InvalidArgumentError, match="a vector of 2 strings"):
-        op.tfxla_launch(kernel_path=fast["path"][0], args=[_rand((2, 3), 0)] * 2, Tout=fast["Tout"],
-                        output_shapes=fast["output_shapes"], cluster="c", kernel_hash="", **fast["extra"])
+        op.tfxla_launch(kernel_path=path[0], args=[_rand((2, 3), 0)] * 2, **kwargs)
     with pytest.raises(TypeError, match="not compatible with input_signature"):
         f(_rand((2, 4), 0), _rand((2, 4), 1))
 

@@ -22,6 +22,7 @@ from graph_passes.pipeline import analyze_function, rewrite, summary
 from graph_passes.rewrite import LaunchSpec, standard_attrs
 from tfxla_plugin import _op, gradient
 from tfxla_plugin.cluster_compiler import CompiledCluster, compile_cluster
+from tfxla_plugin.eager_launch import EagerLaunch
 from tfxla_plugin.errors import UnsupportedGraphError
 from tfxla_plugin.flags import Flags
 
@@ -149,25 +150,19 @@ class CompiledGraph:
                  if key in attrs}
         if "kernel_hashes" in attrs:
             extra["kernel_hashes"] = [h.decode() for h in attrs["kernel_hashes"].list.s]
-        return {
-            "path": tf.constant(tf.make_ndarray(path_node.attr["value"].tensor)),
-            "sources": sources,
-            "outputs": outputs,
-            "Tout": [tf.dtypes.as_dtype(t) for t in attrs["Tout"].list.type],
-            "output_shapes": [tf.TensorShape(s) for s in attrs["output_shapes"].list.shape],
-            "cluster": attrs["cluster"].s.decode(),
-            "kernel_hash": attrs["kernel_hash"].s.decode(),
-            "extra": extra,
-        }
+        launch_op = EagerLaunch(
+            tf.constant(tf.make_ndarray(path_node.attr["value"].tensor)),
+            tin=[tf.dtypes.as_dtype(t) for t in attrs["Tin"].list.type],
+            tout=[tf.dtypes.as_dtype(t) for t in attrs["Tout"].list.type],
+            output_shapes=[tf.TensorShape(s) for s in attrs["output_shapes"].list.shape],
+            cluster=attrs["cluster"].s.decode(), kernel_hash=attrs["kernel_hash"].s.decode(), extra=extra)
+        return {"launch": launch_op, "sources": sources, "outputs": outputs}
 
     def call_flat(self, flat_args: list):
         """Run on the flat data inputs (in the concrete function's order); returns flat outputs."""
         fast = self._fast
         if fast is not None:
-            args = [flat_args[src] if kind == "arg" else _read(src) for kind, src in fast["sources"]]
-            outs = _op.load_op_library().tfxla_launch(
-                kernel_path=fast["path"], args=args, Tout=fast["Tout"], output_shapes=fast["output_shapes"],
-                cluster=fast["cluster"], kernel_hash=fast["kernel_hash"], **fast["extra"])
+            outs = fast["launch"]([flat_args[src] if kind == "arg" else _read(src) for kind, src in fast["sources"]])
             return [outs[k] for k in fast["outputs"]]
         if self._rebuilt is None:
             self._rebuilt = self._rebuild()
