@@ -479,10 +479,6 @@ class ModuleCodegen:
             "inputs": [_signature_entry(p.shape) for p in entry.parameters],
             "outputs": [_signature_entry(s) for s in out_shapes],
             "scratch_bytes": total,
-            # whether a run starts OpenMP parallel regions (its own loops or oneDNN's): the launch op
-            # runs such kernels on its one runner thread (tfxla_plugin/ops/runner.h)
-            "parallel": any("#pragma omp parallel" in text or "dnnl_primitive_execute" in text
-                            for text in [self.functions[n].function_text() for n in self.order]),
         }
         offsets = {f"{name}/{label}": bases[self.functions[name].fname] + off
                    for name in self.order for label, off in self.functions[name].offsets.items()}

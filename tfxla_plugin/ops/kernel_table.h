@@ -23,7 +23,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "json_reader.h"
-#include "runner.h"
 #include "sha256.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -141,7 +140,6 @@ struct LoadedKernel {
   std::vector<TensorSpec> outputs;
   int64_t scratch_bytes = 0;
   int64_t total_input_rank = 0;
-  bool parallel = true;  // starts OpenMP parallel regions: runs on the KernelRunner thread (runner.h)
 
   std::string Name() const { return absl::StrCat("'", module, "' (", path, ")"); }
 };
@@ -246,11 +244,8 @@ absl::Status InitLoaded(LoadedKernel* k) {
     return InvalidArgument("tfxla kernel '", k->path, "': tfxla_scratch_bytes() is ", scratch_bytes(),
                            " but its signature says ", k->scratch_bytes);
   for (const TensorSpec& s : k->inputs) k->total_input_rank += static_cast<int64_t>(s.dims.size());
-  if (const Json* p = sig.Find("parallel"); p != nullptr && p->kind == Json::kBool) k->parallel = p->boolean;
   char err[kErrLen] = {0};
-  // tfxla_init may run parallel regions too (oneDNN weight reorders): on the runner, like every run
-  const auto call_init = [&] { return init(&k->state, err, sizeof(err)); };
-  if ((k->parallel ? KernelRunner::Get().Run(call_init) : call_init()) != 0) {
+  if (init(&k->state, err, sizeof(err)) != 0) {
     err[kErrLen - 1] = '\0';
     return Internal("tfxla kernel ", k->Name(), ": tfxla_init failed: ", err);
   }

@@ -284,8 +284,7 @@ class TfxlaLaunchOp : public OpKernel {
                    char* scratch) const {
     char err[kErrLen];
     err[0] = '\0';
-    const auto call = [&] { return k.run(k.state, in, in_dims, out, scratch, err, sizeof(err)); };
-    const int status = k.parallel ? KernelRunner::Get().Run(call) : call();
+    const int status = k.run(k.state, in, in_dims, out, scratch, err, sizeof(err));
     err[kErrLen - 1] = '\0';
     if (status == 0) return absl::OkStatus();
     return Internal("TfxlaLaunch cluster '", cluster_, "': kernel ", k.Name(), " failed (status ", status,
