@@ -162,7 +162,10 @@ def test_tampered_kernel_and_source_are_refused(wrapped, tmp_path) -> None:
 def test_missing_cpu_features_rebuild(tmp_path, monkeypatch, capfd) -> None:
     model = _mlp()
     tf.saved_model.save(model, str(tmp_path / "src"))
-    monkeypatch.setattr(saved_model, "target_features", lambda: ("avx2", "tfxla_test_missing_isa"))
+    import backends.cpu.target
+
+    # what the CPU backend says its kernels were built for (kernel_backends reads it per wrap)
+    monkeypatch.setattr(backends.cpu.target, "target_features", lambda: ("avx2", "tfxla_test_missing_isa"))
     saved_model.wrap(tmp_path / "src", tmp_path / "dst", progress=False)
     sig = _signature(tmp_path / "dst")
     np.testing.assert_allclose(list(_call(sig, _inputs(3)).values())[0], model(_inputs(3)).numpy(), **TOL)

@@ -12,31 +12,34 @@ and leaves the rest in TensorFlow; ``False`` is plain ``tf.function``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import weakref
 
 import numpy as np
 import tensorflow as tf
 
+from tfxla_plugin import kernel_backends
 from tfxla_plugin.compiled_graph import CompiledGraph
 from tfxla_plugin.flags import Flags
 
 
-def function(fn=None, *, jit_compile=True, backend: str = "cpu", input_signature=None,
+def function(fn=None, *, jit_compile=True, backend: str | None = None, input_signature=None,
              reduce_retracing: bool = False, autograph: bool = True):
-    """Compile ``fn`` with tfxla-plugin; usable as ``@function`` or ``@function(...)``."""
+    """Compile ``fn`` with tfxla-plugin; usable as ``@function`` or ``@function(...)``.
+
+    ``backend``: ``"cpu"`` (C kernels) or ``"cuda"`` (CUDA kernels behind a host launcher: needs nvcc to
+    compile and an NVIDIA GPU to run; the tensors stay in host memory and are copied to the device and
+    back on every call); ``None`` takes ``--backend`` from ``TFXLA_FLAGS`` (default cpu).
+    """
     if jit_compile not in (True, False, "auto"):
         raise ValueError(f"jit_compile must be True, False or \"auto\", got {jit_compile!r}")
-    if backend not in ("cpu", "cuda"):
-        raise ValueError(f"backend must be \"cpu\" or \"cuda\", got {backend!r}")
-    if backend == "cuda":
-        raise NotImplementedError("backend=\"cuda\": the CUDA code generator exists (backends.cuda compiles and runs "
-                                  "HLO modules through PyCUDA), but TfxlaLaunch cannot run CUDA kernels inside a "
-                                  "TensorFlow graph yet; use backend=\"cpu\"")
+    if backend is not None:
+        kernel_backends.get(backend)  # an unknown name is a ValueError now, not at the first call
 
     def wrap(f):
         return CompiledFunction(f, jit_compile=jit_compile, input_signature=input_signature,
-                                reduce_retracing=reduce_retracing, autograph=autograph)
+                                reduce_retracing=reduce_retracing, autograph=autograph, backend=backend)
     return wrap if fn is None else wrap(fn)
 
 
@@ -54,8 +57,9 @@ class CompiledFunction:
     autograph_info__ = frozenset()
 
     def __init__(self, fn, *, jit_compile, input_signature=None, reduce_retracing=False, autograph=True,
-                 _instance=None):
+                 backend: str | None = None, _instance=None):
         self._python_function = fn
+        self._backend = backend
         self._jit_compile = jit_compile
         self._input_signature = input_signature
         self._reduce_retracing = reduce_retracing
@@ -81,9 +85,14 @@ class CompiledFunction:
         if bound is None:
             bound = CompiledFunction(self._python_function, jit_compile=self._jit_compile,
                                      input_signature=self._input_signature, reduce_retracing=self._reduce_retracing,
-                                     autograph=self._autograph, _instance=instance)
+                                     autograph=self._autograph, backend=self._backend, _instance=instance)
             self._bound[instance] = bound
         return bound
+
+    def _flags(self) -> Flags:
+        """``TFXLA_FLAGS`` as set now, with this function's own ``backend`` when it names one."""
+        flags = Flags.from_env()
+        return flags if self._backend is None else dataclasses.replace(flags, backend=self._backend)
 
     # --- signature handling --------------------------------------------------------------
     def _key(self, args, kwargs):
@@ -127,7 +136,7 @@ class CompiledFunction:
     def _compiled_tiled(self, args, kwargs):
         """The batch-tiled compilation for the input_signature (see ``batch_tiling``), or None."""
         if self._tiled is None:
-            flags = Flags.from_env()
+            flags = self._flags()
             from tfxla_plugin.batch_tiling import NotTileable
 
             cf = self._plain.get_concrete_function()
@@ -160,10 +169,7 @@ class CompiledFunction:
         compiled = self._cache.get(key)
         if compiled is None:
             self._check_signature(tensors)
-            flags = Flags.from_env()
-            if flags.backend != "cpu":
-                raise NotImplementedError(f"TFXLA_FLAGS --backend={flags.backend}: only the cpu backend is "
-                                          f"available in this build")
+            flags = self._flags()
             cf = self._tf_function.get_concrete_function(*args, **kwargs)
             compiled = CompiledGraph.build(cf, must_compile=self._jit_compile is True, flags=flags)
             self._cache[key] = compiled

@@ -1,9 +1,10 @@
 """Compiling one extracted cluster: lower to HLO, optimize, generate and compile the kernel.
 
 ``compile_cluster`` returns a ``CompiledCluster``: the HLO as lowered and as optimized, the kernel
-(C source, buffer assignment, ``.so`` path and hash) and the fusion pass's decisions (the refused ones
-say why two instructions were not fused; ``tfxla_plugin.explain`` shows them). It logs one INFO line
-per compiled cluster on the ``tfxla_plugin`` logger.
+(source, buffer assignment, ``.so`` path and hash) and the fusion pass's decisions (the refused ones
+say why two instructions were not fused; ``tfxla_plugin.explain`` shows them). The kernel is built by
+the backend ``flags.backend`` names (``kernel_backends.BACKENDS``: C for ``cpu``, a CUDA host launcher
+for ``cuda``). It logs one INFO line per compiled cluster on the ``tfxla_plugin`` logger.
 
 With ``TFXLA_FLAGS=--dump_to=DIR`` it writes XLA-style dumps, per compiled module
 (``NNNN`` counts modules compiled in this process, ``<name>`` is the cluster name):
@@ -11,7 +12,7 @@ With ``TFXLA_FLAGS=--dump_to=DIR`` it writes XLA-style dumps, per compiled modul
     DIR/module_NNNN.<name>.before_optimizations.txt    HLO as lowered
     DIR/module_NNNN.<name>.after_optimizations.txt     HLO after the pipeline (what the code generator saw)
     DIR/module_NNNN.<name>.buffer-assignment.txt       the code generator's buffer arena
-    DIR/module_NNNN.<name>.c                           the generated kernel source
+    DIR/module_NNNN.<name>.c                           the generated kernel source (.cu for --backend=cuda)
     DIR/module_NNNN.<name>.fusion_decisions.txt        every fusion the pass made and every pair it refused
     DIR/module_NNNN.<name>.KKKK.after_<pass>.txt       with --dump_passes: after each HLO pass that changed
                                                        the module (KKKK counts passes in run order)
@@ -33,13 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import backends.cpu as cpu
 from backends.cpu.pipeline import OptimizeOptions, optimize_with_passes
 from hlo.ir import HloModule
 from hlo.lowering import InputSpec, lower_graph
 from hlo.passes.fusion import FusionDecision, FusionPass, FusionRecord
 from hlo.passes.fusion import render as render_fusion
+from tfxla_plugin import kernel_backends
 from tfxla_plugin.flags import Flags
+from tfxla_plugin.kernel_backends import BuiltKernel
 
 log = logging.getLogger("tfxla_plugin")
 _module_counter = itertools.count()
@@ -50,26 +52,35 @@ class CompiledCluster:
     name: str
     hlo: HloModule  # as lowered
     optimized: HloModule
-    executable: cpu.Executable
+    kernel: BuiltKernel
     kernel_path: str
     kernel_hash: str
     compile_seconds: float
     cache_hit: bool
     fusion_decisions: tuple[FusionDecision, ...] = ()  # in the order the fusion pass made them
     fusions: tuple[FusionRecord, ...] = ()  # the fusion instructions it created
-    backend: str = "cpu"
+
+    @property
+    def backend(self) -> str:
+        return self.kernel.backend
+
+    @property
+    def executable(self):
+        """The backend's own object (``backends.cpu.Executable``, ``host_launcher.CompiledLauncher``)."""
+        return self.kernel.executable
 
     @property
     def c_source(self) -> str:
-        return self.executable.source
+        """The kernel's source as compiled: C, or for ``cuda`` the launcher's CUDA (kernels and host code)."""
+        return self.kernel.source
 
     @property
     def signature(self) -> dict:
-        return self.executable.generated.signature
+        return self.kernel.signature
 
     @property
     def buffer_assignment(self) -> str:
-        return self.executable.generated.buffer_assignment
+        return self.kernel.buffer_assignment
 
     @property
     def refused_fusions(self) -> list[FusionDecision]:
@@ -121,6 +132,8 @@ class _Dumper:
 
 def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list[str], flags: Flags,
                     sources: dict | None = None, library=None) -> CompiledCluster:
+    backend = kernel_backends.get(flags.backend)
+    backend.check()
     start = time.perf_counter()
     module = lower_graph(graph_def, inputs, outputs, name=name, sources=sources, library=library)
     dumper = _Dumper(flags.dump_to, name, flags.dump_passes) if flags.dump_to else None
@@ -133,16 +146,16 @@ def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list
         optimized = module
     decisions = tuple(fusion.decisions) if fusion is not None else ()
     fusions = tuple(fusion.fusions) if fusion is not None else ()
-    exe = cpu.compile(optimized, cpu.CompileOptions(cache_dir=flags.cache_dir))
+    kernel = backend.build(optimized, flags.cache_dir)
     if dumper is not None:
         dumper.write("after_optimizations.txt", optimized.to_text())
-        dumper.write("c", exe.source)
-        dumper.write("buffer-assignment.txt", exe.generated.buffer_assignment)
+        dumper.write(backend.source_suffix[1:], kernel.source)
+        dumper.write("buffer-assignment.txt", kernel.buffer_assignment)
         dumper.write("fusion_decisions.txt", render_fusion(list(decisions), list(fusions)))
-    path = str(exe.path)
+    path = str(kernel.path)
     seconds = time.perf_counter() - start
     n_ops = sum(1 for _ in module.instructions())
-    log.info("compiled cluster %s: %d HLO ops, %.3f s, kernel cache %s", name, n_ops, seconds,
-             "hit" if exe.cache_hit else "miss")
-    return CompiledCluster(name, module, optimized, exe, path, sha256_file(path), seconds, exe.cache_hit,
+    log.info("compiled cluster %s: %d HLO ops, %.3f s, %s kernel cache %s", name, n_ops, seconds, backend.name,
+             "hit" if kernel.cache_hit else "miss")
+    return CompiledCluster(name, module, optimized, kernel, path, sha256_file(path), seconds, kernel.cache_hit,
                            fusion_decisions=decisions, fusions=fusions)

@@ -1,8 +1,8 @@
 """Compiling one traced signature: cluster the graph, compile each cluster, rewrite and rebuild it.
 
 ``CompiledGraph.build(concrete_function, ...)`` runs the graph passes, compiles every cluster to a
-kernel (``cluster_compiler``), replaces each cluster by one ``TfxlaLaunch`` node, and imports the
-rewritten GraphDef into a new ``tf.function`` bound to the same live variables (DESIGN.md §5).
+kernel (``cluster_compiler``, with the backend ``flags.backend`` names), replaces each cluster by one
+``TfxlaLaunch`` node, and imports the rewritten GraphDef into a new ``tf.function`` bound to the same live variables (DESIGN.md §5).
 When the whole function is a single launch fed directly by its inputs (and variable reads), calls
 skip the graph and run the launch op eagerly: about one eager op per call.
 """
@@ -20,7 +20,7 @@ from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_o
 from graph_passes.cluster import ClusterOptions
 from graph_passes.pipeline import analyze_function, rewrite, summary
 from graph_passes.rewrite import LaunchSpec, standard_attrs
-from tfxla_plugin import _op, gradient
+from tfxla_plugin import _op, gradient, kernel_backends
 from tfxla_plugin.cluster_compiler import CompiledCluster, compile_cluster
 from tfxla_plugin.eager_launch import EagerLaunch
 from tfxla_plugin.errors import UnsupportedGraphError
@@ -44,6 +44,7 @@ class CompiledGraph:
     # --- building -------------------------------------------------------------------
     @classmethod
     def build(cls, cf, *, must_compile: bool, flags: Flags) -> "CompiledGraph":
+        kernel_backends.get(flags.backend).check()  # a missing toolchain is an error before any work
         options = ClusterOptions(min_cluster_size=1 if must_compile else flags.min_cluster_size,
                                  max_cluster_size=flags.max_cluster_size or None,
                                  fuel=None if flags.clustering_fuel < 0 else flags.clustering_fuel,
@@ -86,6 +87,7 @@ class CompiledGraph:
         batch size (``batch_tiling``); clusters that cannot be tiled stay in TensorFlow (auto) or raise."""
         from tfxla_plugin import batch_tiling
 
+        kernel_backends.get(flags.backend).check()
         result = batch_tiling.compile_tiled(cf, must_compile=must_compile, flags=flags,
                                             tiles=tiles or batch_tiling.DEFAULT_TILES, progress=progress)
         if flags.dump_to:

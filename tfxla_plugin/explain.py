@@ -4,7 +4,8 @@
 nodes clustered / total, op histogram per cluster, every excluded node with its reason, refused cluster
 merges) where each cluster entry also carries what its HLO compilation did: instruction counts before and
 after optimization, the kernel hash, the fusions made and EVERY fusion the pass refused, with its reason.
-``explain_text(compiled_graph)`` renders the same: the clustering summary, then per cluster the fusions
+``explain_text(compiled_graph)`` renders the same: the clustering summary, then per cluster its backend
+(``cpu`` or ``cuda``), the fusions
 and at most ``MAX_REFUSED_FUSION_LINES`` refused fusions (the JSON lists them all).
 
 These two signatures are stable: ``f.explain(*args, format=...)``, ``tfxla show --clusters`` and the
@@ -59,7 +60,7 @@ def explain_text(compiled_graph, max_refused: int = MAX_REFUSED_FUSION_LINES) ->
         refused = info["refused_fusions"]
         lines.append(f"HLO of {cluster.name}: {info['hlo_instructions']} instructions lowered, "
                      f"{info['optimized_instructions']} after optimization; {len(info['fusions'])} fusion(s) "
-                     f"made, {len(refused)} fusion(s) refused; kernel {info['kernel_hash'][:12]}")
+                     f"made, {len(refused)} fusion(s) refused; {info['backend']} kernel {info['kernel_hash'][:12]}")
         for f in info["fusions"]:
             lines.append(f"  %{f['fusion']} ({f['kind']}): {len(f['members'])} instructions")
         if refused:

@@ -1,55 +1,45 @@
-"""``python -m tfxla_plugin.rebuild_kernel SOURCE.c``: compile a stored kernel source into the local cache.
+"""``python -m tfxla_plugin.rebuild_kernel SOURCE``: compile a stored kernel source into the local cache.
 
 The ``TfxlaLaunch`` op runs this when a wrapped SavedModel's shared object cannot be used here (its
 sha256 is not the recorded one, or this CPU lacks a feature it was built for) and the C source beside
 it matches its recorded hash. The source is compiled with this machine's compiler and flags into the
 local kernel cache (``--cache_dir`` of ``TFXLA_FLAGS``, else ``~/.cache/tfxla_plugin/kernels``); the
 last line printed is the path of the shared object.
+
+The backend is chosen by the source's suffix (``kernel_backends.for_source``): ``.c`` is the CPU backend's
+C (gcc), ``.cu`` a CUDA host launcher (nvcc, the same shared-object build as ``--backend=cuda``). The op
+only looks for ``<kernel>.c`` beside a kernel, so it never rebuilds a CUDA kernel by itself (a wrapped
+CUDA model records no source hashes and the op refuses a changed kernel); this command rebuilds one by hand.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
-from backends.cpu.compiler import CompileError, CompilerOptions, compile_shared_object
+from backends.kernel_cache import CompileError
+from tfxla_plugin.kernel_backends import cpu_rebuild_options as compiler_options
+from tfxla_plugin.kernel_backends import for_source
 
-_DNNL_INCLUDE = '#include "oneapi/dnnl/dnnl.h"'
-
-
-def compiler_options(source: str) -> CompilerOptions:
-    """The default options plus what the source needs (oneDNN's headers and library when it includes them)."""
-    if _DNNL_INCLUDE not in source:
-        return CompilerOptions()
-    from backends.cpu import compiler_options_for, dnnl
-
-    install = dnnl.installation()
-    if install is None:
-        raise RuntimeError("the kernel uses oneDNN, which is not installed here "
-                           "(pip install onednn-cpu-gomp==2023.2.0 onednn-devel-cpu-gomp==2023.2.0)")
-    needs = SimpleNamespace(libraries=dnnl.LIBRARIES(install), include_dirs=(install.include_dir,),
-                            library_dirs=(install.lib_dir,))
-    return compiler_options_for(needs)
+__all__ = ["compiler_options", "main", "rebuild"]
 
 
 def rebuild(source_path: str | Path) -> Path:
     from tfxla_plugin.flags import Flags
 
-    source = Path(source_path).read_text()
-    compiled = compile_shared_object(source, compiler_options(source), Flags.from_env().cache_dir,
-                                     name=Path(source_path).stem)
-    return compiled.path
+    backend = for_source(source_path)
+    backend.check()
+    return backend.rebuild(str(source_path), Flags.from_env().cache_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m tfxla_plugin.rebuild_kernel SOURCE.c", file=sys.stderr)
+        print("usage: python -m tfxla_plugin.rebuild_kernel SOURCE.c|SOURCE.cu", file=sys.stderr)
         return 2
     try:
         path = rebuild(args[0])
-    except (OSError, RuntimeError, CompileError) as e:
+    except (OSError, RuntimeError, ValueError, CompileError) as e:
         print(f"cannot rebuild {args[0]}: {e}", file=sys.stderr)
         return 1
     print(path)

@@ -6,17 +6,23 @@ size), rewrites it so each cluster is one ``TfxlaLaunch`` node, and saves ``dst`
 
 * the same signatures: input names, dtypes and shapes (``None`` dims kept) and output keys;
 * the variables as variables (or, with ``freeze=True``, folded into the kernels as constants);
-* per kernel three Assets: the shared object ``k_<hash>.so``, its C source ``k_<hash>.c`` and its
-  optimized HLO ``k_<hash>.hlo.txt``, plus ``tfxla_manifest.json`` (``read_manifest``) with their
-  sha256 hashes, the CPU features the objects were built for, and each signature's clustering.
+* per kernel three Assets: the shared object ``k_<hash>.so``, its source (``k_<hash>.c``, or for
+  ``backend="cuda"`` the host launcher's ``k_<hash>.cu``) and its optimized HLO ``k_<hash>.hlo.txt``,
+  plus ``tfxla_manifest.json`` (``read_manifest``) with the backend, their sha256 hashes, the CPU
+  features the objects were built for, and each signature's clustering.
 
-The launch nodes carry the same hashes, so the op never loads an object whose hash does not match
-and rebuilds one that does not fit this machine from its source (``ops/rebuild.h``). The wrapped
-model loads with ``tf.saved_model.load(dst)`` after ``import tfxla_plugin``, from wherever it is moved.
+The launch nodes carry the same hashes, so the op never loads an object whose hash does not match.
+CPU kernels that do not fit this machine are rebuilt by the op from their C source (``ops/rebuild.h``);
+the op cannot rebuild a ``.cu`` source, so CUDA launch nodes record no source hashes and a changed CUDA
+kernel is refused (``python -m tfxla_plugin.rebuild_kernel k_<hash>.cu`` rebuilds one by hand). The
+wrapped model loads with ``tf.saved_model.load(dst)`` after ``import tfxla_plugin``, from wherever it
+is moved; a CUDA model needs an NVIDIA GPU to run (without one, calling it raises the kernel's clear
+"no usable CUDA device" error).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -28,8 +34,8 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from backends.cpu.target import target_features
 from graph_passes.pipeline import summary_json
+from tfxla_plugin import kernel_backends
 from tfxla_plugin._version import __version__
 from tfxla_plugin.cluster_compiler import sha256_file
 from tfxla_plugin.compiled_graph import CompiledGraph, GraphImporter
@@ -89,12 +95,13 @@ def _kernel_id(kernel_hash: str) -> str:
     return f"k_{kernel_hash[:16]}"
 
 
-def _kernel_files(compiled) -> dict:
-    """The kernel's files and hashes (``compiled`` is a CompiledCluster)."""
+def _kernel_files(compiled, suffix: str) -> dict:
+    """The kernel's files and hashes (``compiled`` is a CompiledCluster; ``suffix`` its source's, ``.c``/``.cu``)."""
     so = Path(compiled.kernel_path)
     kid = _kernel_id(compiled.kernel_hash)
-    return {"id": kid, "so_path": so, "source": compiled.c_source, "hlo": compiled.optimized.to_text(),
-            "so_sha256": compiled.kernel_hash, "compile_seconds": round(compiled.compile_seconds, 3)}
+    return {"id": kid, "so_path": so, "source": compiled.c_source, "source_name": f"{kid}{suffix}",
+            "hlo": compiled.optimized.to_text(), "so_sha256": compiled.kernel_hash,
+            "compile_seconds": round(compiled.compile_seconds, 3)}
 
 
 class _Signature:
@@ -130,16 +137,20 @@ def _compile_signature(name: str, cf, signature, *, jit_compile, flags: Flags, b
     return _Signature(name, cf, compiled, signature)
 
 
-def _launch_attrs(gd, sig: _Signature, files: dict[str, dict], features: Sequence[str], strip_graphs: bool) -> None:
-    """Record each launch node's kernel and source hashes and the CPU features (in place)."""
+def _launch_attrs(gd, sig: _Signature, files: dict[str, dict], features: Sequence[str], strip_graphs: bool,
+                  op_rebuilds: bool) -> None:
+    """Record each launch node's kernel hashes and, where the op can rebuild the kernels from their source
+    (``op_rebuilds``), the source hashes and the CPU features (in place)."""
     launches = {launch: cluster for cluster, launch in sig.compiled.rewritten.launch_nodes.items()}
     for node in gd.node:
         cluster = launches.get(node.name)
         if cluster is None:
             continue
         kernels = [files[k.kernel_hash] for k in sig.kernels[cluster]]
-        for key, values in (("kernel_hashes", [f["so_sha256"] for f in kernels]),
-                            ("source_hashes", [f["c_sha256"] for f in kernels]), ("cpu_features", list(features))):
+        attrs = [("kernel_hashes", [f["so_sha256"] for f in kernels])]
+        if op_rebuilds:
+            attrs += [("source_hashes", [f["source_sha256"] for f in kernels]), ("cpu_features", list(features))]
+        for key, values in attrs:
             node.attr[key].list.Clear()
             node.attr[key].list.s.extend(v.encode() for v in values)
         if strip_graphs:
@@ -179,13 +190,14 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
     """Compile the SavedModel at ``src`` and save the wrapped model at ``dst`` (see the module docstring).
 
     ``signatures``: names to wrap (default all); the others are left out of ``dst``.
+    ``backend``: ``"cpu"`` or ``"cuda"`` (``kernel_backends``; cuda needs nvcc here and a GPU where it runs).
     ``jit_compile``: ``"auto"`` leaves unsupported ops in TensorFlow, ``True`` requires every node to compile.
     ``batch_tiles``: the batch sizes kernels are compiled for when a signature has a ``None`` batch dim.
     """
     from tqdm.auto import tqdm
 
-    if backend != "cpu":
-        raise NotImplementedError(f"backend={backend!r}: only the cpu backend can wrap SavedModels in this build")
+    kernel_backend = kernel_backends.get(backend)
+    kernel_backend.check()  # a missing toolchain (nvcc) is an error before any work
     if jit_compile not in (True, "auto"):
         raise ValueError(f"jit_compile must be True or \"auto\", got {jit_compile!r}")
     start = time.perf_counter()
@@ -203,7 +215,7 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
         raise ValueError(f"unknown signature(s) {unknown}; {src} has {available}")
     if not names:
         raise ValueError(f"{src} has no signatures to wrap")
-    flags = Flags.from_env()
+    flags = dataclasses.replace(Flags.from_env(), backend=backend)
     compiled: list[_Signature] = []
     with tqdm(names, desc="tfxla wrap", unit="signature", disable=not progress) as bar:
         for name in bar:
@@ -214,7 +226,7 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
                 cf = convert_variables_to_constants_v2(signature)
             compiled.append(_compile_signature(name, cf, signature, jit_compile=jit_compile, flags=flags,
                                                batch_tiles=batch_tiles, bar=bar))
-    features = target_features()
+    features = tuple(kernel_backend.target_features()) if kernel_backend.op_rebuilds else ()
     with tempfile.TemporaryDirectory(prefix="tfxla_wrap_") as tmp:
         staging = Path(tmp)
         files: dict[str, dict] = {}
@@ -223,21 +235,21 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
                 for k in kernels:
                     if k.kernel_hash in files:
                         continue
-                    f = _kernel_files(k)
+                    f = _kernel_files(k, kernel_backend.source_suffix)
                     shutil.copyfile(f["so_path"], staging / f"{f['id']}.so")
-                    (staging / f"{f['id']}.c").write_text(f["source"])
+                    (staging / f["source_name"]).write_text(f["source"])
                     (staging / f"{f['id']}.hlo.txt").write_text(f["hlo"])
-                    f["c_sha256"] = sha256_file(staging / f"{f['id']}.c")
+                    f["source_sha256"] = sha256_file(staging / f["source_name"])
                     if sha256_file(staging / f"{f['id']}.so") != f["so_sha256"]:
                         raise RuntimeError(f"kernel {f['so_path']} changed while wrapping")
                     files[k.kernel_hash] = f
-        manifest = _manifest(src, compiled, files, features, freeze, jit_compile)
+        manifest = _manifest(src, compiled, files, features, freeze, jit_compile, kernel_backend)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
         module = tf.Module()
         assets = {f["id"]: tf.saved_model.Asset(str(staging / f"{f['id']}.so")) for f in files.values()}
         module.tfxla_kernels = list(assets.values())
-        module.tfxla_sources = [tf.saved_model.Asset(str(staging / f"{f['id']}{ext}"))
-                                for f in files.values() for ext in (".c", ".hlo.txt")]
+        module.tfxla_sources = [tf.saved_model.Asset(str(staging / name)) for f in files.values()
+                                for name in (f["source_name"], f"{f['id']}.hlo.txt")]
         module.tfxla_manifest = tf.saved_model.Asset(str(staging / MANIFEST))
         variables = {}
         for sig in compiled:
@@ -248,7 +260,7 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
         for sig in compiled:
             gd = tf.compat.v1.GraphDef()
             gd.CopyFrom(sig.compiled.rewritten.graph_def)
-            _launch_attrs(gd, sig, files, features, strip_graphs=freeze)
+            _launch_attrs(gd, sig, files, features, strip_graphs=freeze, op_rebuilds=kernel_backend.op_rebuilds)
             functions[sig.name] = _serving_function(sig, gd, assets)
         module.tfxla_signatures = functions
         tf.saved_model.save(module, str(dst), signatures=functions)
@@ -265,7 +277,10 @@ def _report(sig: _Signature) -> SignatureReport:
                            sig.tiles, sum(k.compile_seconds for k in kernels), sig.notes)
 
 
-def _manifest(src: Path, compiled: list[_Signature], files: dict, features, freeze: bool, jit_compile) -> dict:
+def _manifest(src: Path, compiled: list[_Signature], files: dict, features, freeze: bool, jit_compile,
+              backend: kernel_backends.KernelBackend) -> dict:
+    """The manifest; each kernel's source is under the key of its suffix (``c``, ``cu``) and ``<key>_sha256``."""
+    key = backend.source_suffix.lstrip(".")
     signatures = {}
     kernels = {}
     for sig in compiled:
@@ -280,8 +295,8 @@ def _manifest(src: Path, compiled: list[_Signature], files: dict, features, free
             for tile, k in zip(sig.tiles or (None,), ks):
                 f = files[k.kernel_hash]
                 kernels[f["id"]] = {"signature": sig.name, "cluster": spec.name, "batch_tile": tile,
-                                    "so": f"{f['id']}.so", "so_sha256": f["so_sha256"], "c": f"{f['id']}.c",
-                                    "c_sha256": f["c_sha256"], "hlo": f"{f['id']}.hlo.txt",
+                                    "so": f"{f['id']}.so", "so_sha256": f["so_sha256"], key: f["source_name"],
+                                    f"{key}_sha256": f["source_sha256"], "hlo": f"{f['id']}.hlo.txt",
                                     "compile_seconds": f["compile_seconds"]}
         clusters.extend({"name": name, "hlo_ops": 0, "batch_polymorphic": False, "note": why, "kernels": []}
                         for name, why in sig.notes.items())
@@ -293,6 +308,6 @@ def _manifest(src: Path, compiled: list[_Signature], files: dict, features, free
             "clustering": summary_json(sig.compiled.analysis),
             "clusters": clusters,
         }
-    return {"format": FORMAT, "tfxla_version": __version__, "tf_version": tf.__version__, "backend": "cpu",
+    return {"format": FORMAT, "tfxla_version": __version__, "tf_version": tf.__version__, "backend": backend.name,
             "source": str(src.resolve()), "frozen": freeze, "jit_compile": jit_compile,
             "cpu_features": list(features), "signatures": signatures, "kernels": kernels}

@@ -11,6 +11,12 @@ atomic and a per-key file lock makes concurrent compiles of one source run
 nvcc once. Failures raise the CPU backend's ``CompileError`` (command, stderr,
 source path). nvcc needs no GPU, so every generated kernel is compile-checked
 on any machine that has it.
+
+``NvccOptions.shared_command`` is the same compile linked into a shared object instead
+(``-shared -Xcompiler -fPIC -cudart static``): the host launchers of ``host_launcher.py``, which the
+TfxlaLaunch op loads. Their symbols are hidden except the ones marked visible (the static CUDA
+runtime's never interpose on another copy in the process). ``require_nvcc`` is the clear error,
+before anything is generated or compiled, where no nvcc is installed.
 """
 
 from __future__ import annotations
@@ -39,6 +45,10 @@ def nvcc_version(nvcc: str) -> str:
     return out.stdout.strip()
 
 
+class NvccNotFound(FileNotFoundError):
+    """No nvcc to compile CUDA with (the message says where it was looked for)."""
+
+
 def find_nvcc() -> str:
     env = os.environ.get("TFXLA_NVCC")
     if env:
@@ -50,6 +60,17 @@ def find_nvcc() -> str:
         if os.path.exists(candidate):
             return candidate
     return "nvcc"
+
+
+def require_nvcc(nvcc: str = "") -> str:
+    """The nvcc executable to use (``nvcc`` if given, else ``find_nvcc()``); ``NvccNotFound`` if there is none."""
+    exe = nvcc or find_nvcc()
+    found = shutil.which(exe) if os.sep not in exe else (exe if os.access(exe, os.X_OK) else None)
+    if found is None:
+        raise NvccNotFound(f"backend=cuda needs nvcc (the CUDA toolkit) to compile kernels, and {exe!r} was not found "
+                           f"(looked at $TFXLA_NVCC, the PATH and /usr/local/cuda/bin/nvcc); install the CUDA "
+                           f"toolkit or set TFXLA_NVCC")
+    return found
 
 
 @dataclass(frozen=True)
@@ -64,19 +85,35 @@ class NvccOptions:
     def executable(self) -> str:
         return self.nvcc or find_nvcc()
 
-    def command(self, source: str, output: str) -> list[str]:
-        cmd = [self.executable, "-fatbin", "-std=c++17", *self.opt_flags]
+    def gencode(self) -> list[str]:
+        """One ``-gencode`` per arch: its cubin, and for the last one its PTX as well."""
+        out = []
         for k, arch in enumerate(self.archs):
             code = f"[sm_{arch},compute_{arch}]" if k == len(self.archs) - 1 else f"sm_{arch}"
-            cmd.append(f"-gencode=arch=compute_{arch},code={code}")
+            out.append(f"-gencode=arch=compute_{arch},code={code}")
+        return out
+
+    def command(self, source: str, output: str) -> list[str]:
+        cmd = [self.executable, "-fatbin", "-std=c++17", *self.opt_flags, *self.gencode()]
         if self.warnings_as_errors:
             cmd += ["-Werror", "all-warnings"]
         cmd += list(self.extra_flags) + [source, "-o", output]
         return cmd
 
+    def shared_command(self, source: str, output: str) -> list[str]:
+        """The shared-object build of a host launcher: kernels for every arch plus the host code, linked
+        with the static CUDA runtime; only symbols marked visible are exported."""
+        cmd = [self.executable, "-shared", "-Xcompiler", "-fPIC", "-cudart", "static", "-std=c++17",
+               *self.opt_flags, *self.gencode()]
+        if self.warnings_as_errors:
+            cmd += ["-Werror", "all-warnings", "-Xcompiler", "-Wall,-Wextra,-Werror"]
+        cmd += ["-Xcompiler", "-fvisibility=hidden", "-Xlinker", "--exclude-libs,ALL"]
+        cmd += list(self.extra_flags) + [source, "-o", output]
+        return cmd
 
-def cache_key(source: str, options: NvccOptions) -> str:
-    cmd = options.command("SOURCE.cu", "OUTPUT.fatbin")
+
+def cache_key(source: str, options: NvccOptions, shared: bool = False) -> str:
+    cmd = options.shared_command("SOURCE.cu", "OUTPUT.so") if shared else options.command("SOURCE.cu", "OUTPUT.fatbin")
     cmd[0] = os.path.basename(cmd[0])
     h = hashlib.sha256()
     for part in (source, "\0", shlex.join(cmd), "\0", nvcc_version(options.executable)):

@@ -12,6 +12,11 @@ its threads one after another. ``HostDevice`` implements the runtime's
 ``Device`` interface over host memory, so ``Executable`` runs the real host
 program (copies, while loops, conditionals) on it.
 
+``compile_emulated_launcher`` does the same for a host launcher (``host_launcher.py``): its host code,
+unchanged, is compiled against ``FAKE_RUNTIME`` (the few CUDA runtime calls it makes, over host memory)
+and kernel launches go to the emulator, so the shared object it builds runs the launcher's real logic
+(init, buffer binding, copies, host control flow, the ABI) where there is no GPU, inside TensorFlow too.
+
 What this checks: index arithmetic, fusion bodies, reducers, tiling and
 edge handling, the program and buffer assignment. What it cannot: timing,
 memory-model subtleties, warp divergence (shuffles here need the whole warp,
@@ -112,6 +117,12 @@ static void emu_launch(void (*k)(A...), const unsigned* g, const unsigned* b, vo
 """
 
 
+def needs_block_threads(source: str, kernel: str) -> bool:
+    """Whether ``kernel`` synchronizes its block (barriers, shuffles): its threads then run as real threads."""
+    body = source.split(f" {kernel}(", 1)[1].split('extern "C"', 1)[0]
+    return "__syncthreads" in body or "shfl" in body
+
+
 def host_source(modules: list[GeneratedModule]) -> str:
     """Modules' CUDA sources as one host C++ translation unit: the shim, the modules as ``batch_source``
     lays them out (module ``j`` in namespace ``m<j>``, kernels renamed ``m<j>_k<N>_...``), and per module
@@ -157,10 +168,7 @@ class HostDevice:
         self.prefix = f"m{j}_"
         generated = library.modules[j]
         self._memory: list[np.ndarray] = []
-        self._sync = {}
-        for name in generated.kernels:
-            body = generated.source.split(f" {name}(", 1)[1].split('extern "C"', 1)[0]
-            self._sync[name] = "__syncthreads" in body or "shfl" in body
+        self._sync = {name: needs_block_threads(generated.source, name) for name in generated.kernels}
 
     def load(self, fatbin: bytes, kernels) -> None:
         pass
@@ -224,3 +232,69 @@ class _NoFatbin:
 
     def read(self) -> bytes:
         return b""
+
+
+# The CUDA runtime calls a host launcher makes, defined over host memory (one device, no failures). The
+# runtime's declarations and types come with cuda_fp16.h; these definitions stay inside the object.
+FAKE_RUNTIME = r"""
+#include <cstdlib>
+#pragma GCC visibility push(hidden)
+extern "C" {
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+const char* cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorMemoryAllocation"; }
+const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "out of memory"; }
+cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
+cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaMalloc(void** p, size_t n) {
+  const size_t size = (n + 255) / 256 * 256;
+  *p = std::aligned_alloc(256, size);
+  if (*p == nullptr) return cudaErrorMemoryAllocation;
+  std::memset(*p, 0, size);
+  return cudaSuccess;
+}
+cudaError_t cudaFree(void* p) { std::free(p); return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  *s = static_cast<cudaStream_t>(std::malloc(1));
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) { std::free(s); return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind, cudaStream_t) {
+  std::memmove(dst, src, n);
+  return cudaSuccess;
+}
+cudaError_t cudaGetSymbolAddress(void** p, const void* symbol) { *p = const_cast<void*>(symbol); return cudaSuccess; }
+}
+template <typename F> cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int) { return cudaSuccess; }
+#pragma GCC visibility pop
+"""
+
+_EMULATED_CALL = r"""
+template <typename... P>
+static void tfxla_call_kernel(void (*k)(P...), const char* name, dim3 grid, dim3 block, size_t, cudaStream_t,
+                              void* const* a) {
+  const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
+  emu_launch(k, g, b, const_cast<void**>(a), emu_block_threads(name));
+}
+"""
+
+
+def emulated_launcher_source(launcher) -> str:
+    """A ``host_launcher.LauncherSource`` as host C++: the shim, its kernels, the emulator's launch, the fake
+    runtime and the launcher's host code as nvcc would compile it."""
+    from backends.cuda.host_launcher import COMMON
+
+    kernels = launcher.kernels.replace("#include <cuda_fp16.h>", "")
+    synced = [name for name in launcher.kernel_names if needs_block_threads(launcher.kernels, name)]
+    table = ", ".join(f'"{n}"' for n in synced) or "nullptr"
+    lookup = (f"static int emu_block_threads(const char* name) {{\n"
+              f"  static const char* const names[] = {{{table}}};\n"
+              f"  for (const char* n : names) if (n != nullptr && std::strcmp(n, name) == 0) return 1;\n"
+              f"  return 0;\n}}\n")
+    return "\n".join([SHIM, kernels, _LAUNCHER, FAKE_RUNTIME, lookup, _EMULATED_CALL, COMMON, launcher.host])
+
+
+def compile_emulated_launcher(launcher, cache_dir: str | None = None):
+    """The launcher's emulated shared object (host compiler, cached): the same ABI as the nvcc build."""
+    return compile_shared_object(emulated_launcher_source(launcher), host_compiler_options(), cache_dir,
+                                 name=f"emu_{launcher.module}")

@@ -378,3 +378,20 @@ def have_gpu() -> str | None:
     except Exception as e:  # noqa: BLE001
         return f"the CUDA driver is unusable: {e}"
     return None
+
+
+def have_cuda_device() -> str | None:
+    """None when the CUDA driver sees a GPU here (asked through libcuda.so.1 itself: neither PyCUDA nor
+    TensorFlow needed, as the host launchers need neither), else why not."""
+    import ctypes
+
+    if os.environ.get("TFXLA_CUDA_TESTS", "") == "0":
+        return "TFXLA_CUDA_TESTS=0"
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        return f"no CUDA driver (libcuda.so.1: {e})"
+    count = ctypes.c_int(0)
+    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return "the CUDA driver could not be initialized"
+    return None if count.value > 0 else "no CUDA GPU"

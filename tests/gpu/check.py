@@ -1,5 +1,6 @@
-"""The GPU check: every CUDA test module and corpus case on the GPU against the evaluator, the
-GPU-only pytest tests, and the benchmarks; writes ``report.md`` and ``report.json``.
+"""The GPU check: every CUDA test module and corpus case on the GPU against the evaluator, the host
+launchers the TfxlaLaunch op loads (through ctypes), the GPU-only pytest tests, and the benchmarks;
+writes ``report.md`` and ``report.json``.
 
     python -m tests.gpu.check --out DIR [--budget SECONDS] [--repeats N] [--emulate] [--limit N]
 
@@ -157,6 +158,67 @@ def correctness(rep: Report):
     return {"passed": passed, "total": len(items), "failures": failures, "timings": timings}
 
 
+def launcher_stage(rep: Report):
+    """The host launchers (``backends/cuda/host_launcher.py``: the shared objects the TfxlaLaunch op loads)
+    of every hand-written module and every fourth corpus case, compiled by nvcc on all cores, loaded with
+    ctypes (``tfxla_init``, then ``tfxla_run`` on NumPy buffers, as the op calls them; no TensorFlow, no
+    PyCUDA) and compared with the evaluator. With --emulate: the same host code on the host emulator."""
+    import hlo
+    from backends.cpu.pipeline import optimize
+    from backends.cpu.runtime import Kernel
+    from backends.cuda.codegen import generate
+    from backends.cuda.host_emulator import compile_emulated_launcher
+    from backends.cuda.host_launcher import LauncherOptions, compile_launcher, launcher_source
+    from tests.gpu.cases import MODULES, compare, corpus, random_args
+
+    cache = os.environ.get("TFXLA_CACHE_DIR")
+    items = []  # (name, original module, module to compile, inputs)
+    for name, text in MODULES.items():
+        m = hlo.parse_module(text)
+        items.append((name, m, optimize(m), random_args(m)))
+    for name, stage, text, args in corpus()[::4][:rep.limit]:
+        m = hlo.parse_module(text)
+        items.append((f"{name}/{stage}", m, optimize(m) if stage == "hlo" else m, args))
+    rep.log(f"{len(items)} launchers ({len(MODULES)} hand-written, {len(items) - len(MODULES)} corpus)")
+
+    def build(m):
+        if rep.emulate:
+            return compile_emulated_launcher(launcher_source(generate(m)), cache).path
+        return compile_launcher(m, LauncherOptions(cache_dir=cache)).path
+
+    t = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(2 if rep.emulate else os.cpu_count() or 4) as pool:
+        futures = [pool.submit(build, m) for _, _, m, _ in items]
+    rep.log(f"compiled in {time.monotonic() - t:.1f} s")
+    passed, failures, timings = 0, [], []
+    for (name, original, _, args), future in zip(items, futures):
+        if rep.left() < 30:
+            failures.append(f"{name}: not run (time budget)")
+            continue
+        try:
+            kernel = Kernel(future.result())  # tfxla_init: device buffers, stream
+            got = kernel.run(*args)
+            problems = compare(got, hlo.evaluate(original, *args), name)
+            if problems:
+                failures.extend(problems)
+                continue
+            passed += 1
+            t0 = time.perf_counter()
+            kernel.run(*args)
+            timings.append((name, (time.perf_counter() - t0) * 1e3))
+        except Exception as e:  # noqa: BLE001
+            failures.append(f"{name}: {type(e).__name__}: {str(e)[:400]}")
+    where = "the host emulator" if rep.emulate else "the GPU"
+    rep.log(f"**{passed} of {len(items)} host launchers match the evaluator on {where}** (ctypes: tfxla_init, "
+            f"tfxla_run)")
+    for f in failures[:40]:
+        rep.log(f"- FAIL {f}")
+    slowest = sorted(timings, key=lambda x: -x[1])[:6]
+    rep.log("slowest tfxla_run calls (ms, copies in and out included): " +
+            ", ".join(f"{n} {ms:.3f}" for n, ms in slowest))
+    return {"passed": passed, "total": len(items), "failures": failures, "timings": timings}
+
+
 def pytest_stage(rep: Report):
     try:
         import pytest  # noqa: F401
@@ -168,7 +230,16 @@ def pytest_stage(rep: Report):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=max(30, rep.left() - 60))
     tail = "\n".join(proc.stdout.strip().splitlines()[-25:])
     rep.log(f"`{' '.join(cmd[2:])}` exit {proc.returncode}\n```\n{tail}\n```")
-    return {"returncode": proc.returncode, "tail": tail}
+    result = {"returncode": proc.returncode, "tail": tail}
+    # The launcher tests that need a GPU (the rest of that file runs in CI without one).
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_cuda_launcher.py",
+           "-k", "on_the_gpu"]
+    if rep.left() > 60:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=max(30, rep.left() - 30))
+        tail = "\n".join(proc.stdout.strip().splitlines()[-15:])
+        rep.log(f"`{' '.join(cmd[2:])}` exit {proc.returncode}\n```\n{tail}\n```")
+        result["launcher"] = {"returncode": proc.returncode, "tail": tail}
+    return result
 
 
 def bench_stage(rep: Report, repeats: int):
@@ -204,7 +275,9 @@ def main() -> None:
     rep.stage("correctness: modules and corpus on the GPU vs the evaluator", correctness, min_left=60)
     if not args.emulate:
         rep.stage("benchmarks", lambda r: bench_stage(r, args.repeats), min_left=60)
-        rep.stage("pytest (GPU, codegen, golden)", pytest_stage, min_left=45)
+    rep.stage("host launchers (the TfxlaLaunch op's .so) via ctypes vs the evaluator", launcher_stage, min_left=60)
+    if not args.emulate:
+        rep.stage("pytest (GPU, codegen, golden, launchers)", pytest_stage, min_left=45)
     rep.log(f"\ntotal {time.monotonic() - rep.start:.0f} s")
     rep.save()
 

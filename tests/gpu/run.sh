@@ -7,7 +7,8 @@
 #    (pure-Python dependencies, and binary ones for this Python) into a build folder, and builds
 #    the PyCUDA sdist there in place (configure.py against this machine's CUDA, all cores).
 # 2. Runs tests/gpu/check.py: hand-written modules and the corpus on the GPU vs the evaluator, the
-#    benchmarks (bench/cuda_bench.py, vs jax.jit and copy bandwidth), then the GPU pytest tests.
+#    benchmarks (bench/cuda_bench.py, vs jax.jit and copy bandwidth), the host launchers the
+#    TfxlaLaunch op loads (through ctypes, vs the evaluator), then the GPU pytest tests.
 # Everything is bounded to finish in about 8 minutes. tests/gpu/README.md says how to refill wheels/.
 set -u
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"

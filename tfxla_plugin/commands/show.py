@@ -171,11 +171,16 @@ def wrapped_json(path, manifest: dict, signatures: list[str]) -> dict:
         out_kernels[key] = {"signature": k.get("signature"), "cluster": k.get("cluster"),
                             "batch_tile": k.get("batch_tile"), "compile_seconds": k.get("compile_seconds"),
                             "so": _file_info(assets, k.get("so"), k.get("so_sha256")),
-                            "c": _file_info(assets, k.get("c"), k.get("c_sha256")),
+                            **{key: _file_info(assets, k.get(key), k.get(f"{key}_sha256")) for key in _source_keys(k)},
                             "hlo": _file_info(assets, k.get("hlo"), None)}
     header = {k: manifest.get(k) for k in ("format", "tfxla_version", "tf_version", "backend", "source", "frozen",
                                            "jit_compile", "cpu_features")}
     return {**header, "signatures": out_signatures, "kernels": out_kernels}
+
+
+def _source_keys(kernel: dict) -> list[str]:
+    """The kernel's source entries: ``c`` (the CPU backend's C) and/or ``cu`` (a CUDA host launcher)."""
+    return [key for key in ("c", "cu") if key in kernel] or ["c"]
 
 
 def _size(n: int | None) -> str:
@@ -211,9 +216,10 @@ def wrapped_text(data: dict) -> list[str]:
                     continue
                 seconds = k.get("compile_seconds")
                 took = f", compiled in {seconds:.2f} s" if isinstance(seconds, (int, float)) else ""
+                sources = "".join(f", .{s} {_size(k[s]['bytes'])} sha256 {_short(k[s]['sha256'])}"
+                                  for s in _source_keys(k))
                 lines.append(f"    {key}: batch tile {k['batch_tile']}, .so {_size(k['so']['bytes'])} "
-                             f"sha256 {_short(k['so']['sha256'])}, .c {_size(k['c']['bytes'])} sha256 "
-                             f"{_short(k['c']['sha256'])}, .hlo.txt {_size(k['hlo']['bytes'])}{took}")
+                             f"sha256 {_short(k['so']['sha256'])}{sources}, .hlo.txt {_size(k['hlo']['bytes'])}{took}")
     return lines
 
 

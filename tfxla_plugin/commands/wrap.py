@@ -48,7 +48,8 @@ def register(sub) -> None:
     p.add_argument("--signature_def", action="append", metavar="NAME",
                    help="a signature to wrap (repeatable; default: all)")
     p.add_argument("--tag_set", default="serve", help="comma-separated tags of the MetaGraph (default: serve)")
-    p.add_argument("--backend", default="cpu", choices=("cpu", "cuda"), help="code generator (default: cpu)")
+    p.add_argument("--backend", default="cpu", choices=("cpu", "cuda"),
+                   help="code generator (default: cpu; cuda: CUDA kernels, needs nvcc here and an NVIDIA GPU to run)")
     p.add_argument("--freeze", action="store_true", help="fold variables into the kernels as constants")
     p.add_argument("--jit_compile", type=_jit, default="auto",
                    help="auto: unsupported ops stay in TensorFlow (default); true: every node must compile")

@@ -338,10 +338,16 @@ class TfxlaLaunchOp : public OpKernel {
     if (path.size() < 3 || path.compare(path.size() - 3, 3, ".so") != 0)
       return InvalidArgument("tfxla kernel '", path, "' ", why, ", and its name does not end in .so, so there is "
                              "no C source beside it to rebuild from");
-    const std::string source = path.substr(0, path.size() - 3) + ".c";
-    std::string text;
-    if (absl::Status s = ReadFile(source, &text); !s.ok())
-      return NotFound("tfxla kernel '", path, "' ", why, ", and its C source cannot be read: ", s.message());
+    // The source beside it: C for the CPU backend, CUDA (a host launcher) for the CUDA backend.
+    std::string source, text;
+    absl::Status read;
+    for (const char* suffix : {".c", ".cu"}) {
+      source = path.substr(0, path.size() - 3) + suffix;
+      if ((read = ReadFile(source, &text)).ok()) break;
+    }
+    if (!read.ok())
+      return NotFound("tfxla kernel '", path, "' ", why, ", and its C source (.c, or .cu for CUDA) cannot be read: ",
+                      read.message());
     if (const std::string h = Sha256Hex(text); h != source_hashes_[i])
       return DataLoss("tfxla kernel '", path, "' ", why, ", and its C source '", source, "' has sha256 ", h,
                       ", not the recorded ", source_hashes_[i], ": refusing to load or rebuild it");

@@ -121,8 +121,8 @@ def write_compiled_graph(compiled_graph, logdir: str | os.PathLike, name: str = 
     for c in compiled_graph.clusters:
         texts = {"hlo_before_optimizations": code_block(c.hlo.to_text()),
                  "hlo_after_optimizations": code_block(c.optimized.to_text()),
-                 "c_source": code_block(c.c_source, "c"),
-                 "buffer_assignment": code_block(c.executable.generated.buffer_assignment),
+                 "c_source": code_block(c.c_source, "cuda" if c.backend == "cuda" else "c"),
+                 "buffer_assignment": code_block(c.buffer_assignment),
                  "fusion_decisions": code_block(c.fusion_text())}
         runs.write((HLO_RUN, run_name(c.name)), hlo_graph(c.optimized), texts)
     return runs.result()
