@@ -126,7 +126,7 @@ def test_eager_single_launch_reads_live_variables_and_side_effects_keep_the_grap
     """Regression: a Keras forward is one launch on the input and variable reads. tf.function makes its
     output wait on a NoOp over those reads (a control edge that clustering moves onto the launch) and
     lists the reads as control outputs; neither may push the call onto the slower graph path. A
-    function that writes a variable must keep it."""
+    function that reads a variable after writing it must keep the graph path."""
     model = dense_stack(2)
     f = tfxla_plugin.function(lambda x: model(x, training=False))
     x = tf.constant(RNG.normal(size=(4, 10)).astype(np.float32))
@@ -149,6 +149,41 @@ def test_eager_single_launch_reads_live_variables_and_side_effects_keep_the_grap
     _close(g(y), [4.0, 6.0], rtol=0, atol=0)
     assert float(counter.numpy()) == 2.0
     _close(tf.function(scaled)(y), [5.0, 7.0], rtol=0, atol=0)
+
+
+def test_an_update_step_runs_eagerly_and_writes_the_variables_as_tf_does() -> None:
+    """An optimizer-style step (reads, one launch, the launch's results assigned back) takes the eager
+    path: reads before the launch, assigns after it, as the graph orders them. Variables, the step
+    counter and the returned loss equal a plain TF run step by step."""
+    def make():
+        w = tf.Variable(np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3))
+        b = tf.Variable(np.zeros(3, np.float32))
+        step = tf.Variable(0, dtype=tf.int64)
+        return w, b, step
+
+    def train(w, b, step):
+        def fn(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+            gw, gb = tape.gradient(loss, [w, b])
+            w.assign_sub(0.1 * gw)
+            b.assign_sub(0.1 * gb)
+            step.assign_add(1)
+            return loss
+        return fn
+
+    ours_vars, tf_vars = make(), make()
+    f = tfxla_plugin.function(train(*ours_vars))
+    g = tf.function(train(*tf_vars))
+    x = tf.constant(RNG.normal(size=(8, 4)).astype(np.float32))
+    y = tf.constant(RNG.normal(size=(8, 3)).astype(np.float32))
+    fast = f.compiled_graph(x, y)._fast
+    assert fast is not None and len(fast["assigns"]) == 3, "reads, one launch, three assigns of its results"
+    for _ in range(4):
+        _close(f(x, y), g(x, y), rtol=1e-5, atol=1e-6, what="loss")
+    for mine, theirs in zip(ours_vars, tf_vars):
+        _close(mine, theirs, rtol=1e-5, atol=1e-6, what=mine.name)
+    assert int(ours_vars[2].numpy()) == 4
 
 
 # --- 3. auto clustering around a string op and a stateful random op -------------------------------

@@ -142,8 +142,16 @@ class CompiledGraph:
             outputs.append(int(src.rsplit(":", 1)[1]))
         if sum(kind == "var" for kind, _ in sources) > _MAX_EAGER_READS:
             return None  # ~6-15 us per eager read: past this a graph call (one dispatch) is cheaper
-        if any(not _only_waits_on_reads(nodes, op.name) for op in graph.control_outputs):
-            return None  # side effects (assigns, prints) keep the graph path; bare reads do not
+        # Side effects keep the graph path, except assigns of launch results to captured variables (an
+        # optimizer step), which run eagerly after the launch, as the graph orders them; bare reads are fine.
+        assigns = []
+        for op in graph.control_outputs:
+            if _only_waits_on_reads(nodes, op.name):
+                continue
+            assign = _launch_result_assign(nodes, op.name, launch_name, captured, variables)
+            if assign is None or any(assign[0] is var for var, _ in assigns):
+                return None
+            assigns.append(assign)
         attrs = launch.attr
         path_node = nodes[launch.input[0].split(":")[0]]
         if path_node.op != "Const":
@@ -158,13 +166,15 @@ class CompiledGraph:
             tout=[tf.dtypes.as_dtype(t) for t in attrs["Tout"].list.type],
             output_shapes=[tf.TensorShape(s) for s in attrs["output_shapes"].list.shape],
             cluster=attrs["cluster"].s.decode(), kernel_hash=attrs["kernel_hash"].s.decode(), extra=extra)
-        return {"launch": launch_op, "sources": sources, "outputs": outputs}
+        return {"launch": launch_op, "sources": sources, "outputs": outputs, "assigns": assigns}
 
     def call_flat(self, flat_args: list):
         """Run on the flat data inputs (in the concrete function's order); returns flat outputs."""
         fast = self._fast
         if fast is not None:
             outs = fast["launch"]([flat_args[src] if kind == "arg" else _read(src) for kind, src in fast["sources"]])
+            for var, k in fast["assigns"]:
+                gen_resource_variable_ops.assign_variable_op(var.handle, outs[k])
             return [outs[k] for k in fast["outputs"]]
         if self._rebuilt is None:
             self._rebuilt = self._rebuild()
@@ -228,6 +238,21 @@ class GraphImporter:
             with tf.control_dependencies(ops):
                 outs = [tf.identity(o) for o in outs]
         return outs
+
+
+def _launch_result_assign(nodes: dict, name: str, launch_name: str, captured: dict, variables: dict):
+    """(variable, launch output index) when ``node`` assigns a launch result to a captured variable, and
+    waits on nothing but reads; else None."""
+    node = nodes.get(name)
+    if node is None or node.op != "AssignVariableOp" or len(node.input) < 2:
+        return None
+    handle, value, *control = node.input
+    if not value.startswith(launch_name + ":") or not all(
+            c.startswith("^") and _only_waits_on_reads(nodes, c[1:]) for c in control):
+        return None
+    external = captured.get(handle.split(":")[0])
+    var = variables.get(id(external)) if external is not None else None
+    return None if var is None else (var, int(value.rsplit(":", 1)[1]))
 
 
 def _only_waits_on_reads(nodes: dict, name: str, depth: int = 0) -> bool:
