@@ -237,6 +237,22 @@ def test_wrong_shape_names_input_expected_and_actual(op, kernels, shape):
         launch(op, kernels["elementwise_f32"], [x, bad], cluster="c7")
 
 
+def test_variable_handles_are_read_by_the_op(op, kernels):
+    """A DT_RESOURCE argument is the variable's value, read when the op runs (the eager single-launch
+    path passes handles); a variable of another dtype or shape is refused by name, like a tensor."""
+    module = kernels["elementwise_f32"][0]
+    x, y = random_args(module)
+    v = tf.Variable(y)
+    assert_close(launch(op, kernels["elementwise_f32"], [tf.constant(x), v.handle]), hlo.evaluate(module, x, y))
+    v.assign(y * 2.0)  # read at the call, not captured earlier
+    assert_close(launch(op, kernels["elementwise_f32"], [tf.constant(x), v.handle]), hlo.evaluate(module, x, y * 2.0))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"input 1 is a variable of dtype int32, but kernel "
+                                                             r"'ew' \(.*\) was compiled for f32\[2,3\]"):
+        launch(op, kernels["elementwise_f32"], [tf.constant(x), tf.Variable(np.ones((2, 3), np.int32)).handle])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"input 1 has shape float\[3,2\], but kernel 'ew'"):
+        launch(op, kernels["elementwise_f32"], [tf.constant(x), tf.Variable(np.ones((3, 2), np.float32)).handle])
+
+
 def test_wrong_input_count_and_output_declarations(op, kernels):
     _, _, path, _ = kernels["elementwise_f32"]
     x = np.ones((2, 3), np.float32)

@@ -15,19 +15,19 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import tensorflow as tf
-from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
+from tensorflow.python.ops import resource_variable_ops
 
 from graph_passes.cluster import ClusterOptions
 from graph_passes.pipeline import analyze_function, rewrite, summary
 from graph_passes.rewrite import LaunchSpec, standard_attrs
 from tfxla_plugin import _op, gradient, kernel_backends
 from tfxla_plugin.cluster_compiler import CompiledCluster, compile_cluster
-from tfxla_plugin.eager_launch import EagerLaunch
+from tfxla_plugin.eager_launch import EagerLaunch, EagerStep
 from tfxla_plugin.errors import UnsupportedGraphError
 from tfxla_plugin.flags import Flags
 
 log = logging.getLogger("tfxla_plugin")
-_MAX_EAGER_READS = 16  # the eager single-launch path reads at most this many variables per call
+_MAX_EAGER_READS = 4096  # the eager single-launch path takes at most this many variables per call
 
 
 class CompiledGraph:
@@ -141,7 +141,7 @@ class CompiledGraph:
                 return None
             outputs.append(int(src.rsplit(":", 1)[1]))
         if sum(kind == "var" for kind, _ in sources) > _MAX_EAGER_READS:
-            return None  # ~6-15 us per eager read: past this a graph call (one dispatch) is cheaper
+            return None  # under a tape each variable is one eager read (~8 us): past this a graph call is cheaper
         # Side effects keep the graph path, except assigns of launch results to captured variables (an
         # optimizer step), which run eagerly after the launch, as the graph orders them; bare reads are fine.
         assigns = []
@@ -166,16 +166,13 @@ class CompiledGraph:
             tout=[tf.dtypes.as_dtype(t) for t in attrs["Tout"].list.type],
             output_shapes=[tf.TensorShape(s) for s in attrs["output_shapes"].list.shape],
             cluster=attrs["cluster"].s.decode(), kernel_hash=attrs["kernel_hash"].s.decode(), extra=extra)
-        return {"launch": launch_op, "sources": sources, "outputs": outputs, "assigns": assigns}
+        return {"launch": launch_op, "assigns": assigns, "step": EagerStep(launch_op, sources, outputs, assigns)}
 
     def call_flat(self, flat_args: list):
         """Run on the flat data inputs (in the concrete function's order); returns flat outputs."""
         fast = self._fast
         if fast is not None:
-            outs = fast["launch"]([flat_args[src] if kind == "arg" else _read(src) for kind, src in fast["sources"]])
-            for var, k in fast["assigns"]:
-                gen_resource_variable_ops.assign_variable_op(var.handle, outs[k])
-            return [outs[k] for k in fast["outputs"]]
+            return fast["step"](flat_args)
         if self._rebuilt is None:
             self._rebuilt = self._rebuild()
         return self._rebuilt(*flat_args)
@@ -264,13 +261,6 @@ def _only_waits_on_reads(nodes: dict, name: str, depth: int = 0) -> bool:
         return True
     return node.op == "NoOp" and all(i.startswith("^") and _only_waits_on_reads(nodes, i[1:], depth + 1)
                                      for i in node.input)
-
-
-def _read(v):
-    """An eager variable read for the launch: ~5x cheaper than ``v.read_value()`` (no name scope,
-    no identity), and still marks the variable accessed so an outer GradientTape watches it."""
-    resource_variable_ops.variable_accessed(v)
-    return gen_resource_variable_ops.read_variable_op(v.handle, v.dtype)
 
 
 def _dump_graph(flags: Flags, cf, analysis) -> None:

@@ -7,13 +7,20 @@ op with its attrs converted once (``TFE_Py_Execute``, what ``execute.quick_execu
 nothing can want the op on a tape: executing eagerly with no GradientTape or forward accumulator
 active. Otherwise (a tape is recording, or a graph is being built) it calls the wrapper, which
 records the op for the registered gradient or adds a node.
+
+``EagerStep`` is a whole call of a function that is one launch: its variable reads, the launch, and
+the assigns of launch results back to variables (an optimizer step), in that order, as the graph
+orders them. Without a tape the launch reads the variables itself from their handles, and the
+assigns are executed like the launch (~4 us instead of ~10 us through their wrapper).
 """
 
 from __future__ import annotations
 
 from tensorflow.python import pywrap_tfe
+from tensorflow.python.framework import dtypes
 from tensorflow.python.eager import context, core
 from tensorflow.python.eager import execute as tf_execute
+from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
 
 from tfxla_plugin import _op
 
@@ -34,15 +41,82 @@ class EagerLaunch:
         self.attrs = tuple(attrs)
 
     def __call__(self, args: list) -> list:
-        ctx = context.context()
-        if ctx._handle is None:  # noqa: SLF001 - a context reset since the last call
-            ctx.ensure_initialized()
-        if ctx._thread_local_data.is_eager and pywrap_tfe.TFE_Py_TapeSetIsEmpty():  # noqa: SLF001
+        ctx = quick_context()
+        if ctx is not None:
             try:
-                return pywrap_tfe.TFE_Py_Execute(ctx._handle, ctx.device_name, OP_NAME,  # noqa: SLF001
-                                                 [self.path, *args], self.attrs, self.num_outputs)
-            except core._NotOkStatusException as e:  # noqa: SLF001
-                raise core._status_to_exception(e) from None  # noqa: SLF001
+                return quick_execute(ctx, OP_NAME, [self.path, *args], self.attrs, self.num_outputs)
             except TypeError:  # an input that is not an EagerTensor: the wrapper converts it
                 pass
+        return self.wrapper(args)
+
+    def wrapper(self, args: list) -> list:
+        """The generated op wrapper: records the op on active tapes, or adds a node to a graph."""
         return _op.load_op_library().tfxla_launch(args=args, **self.kwargs)
+
+
+def quick_context():
+    """The eager context when nothing can want ops on a tape (executing eagerly, no tape or forward
+    accumulator active), else None."""
+    ctx = context.context()
+    if ctx._handle is None:  # noqa: SLF001 - a context reset since the last call
+        ctx.ensure_initialized()
+    if ctx._thread_local_data.is_eager and pywrap_tfe.TFE_Py_TapeSetIsEmpty():  # noqa: SLF001
+        return ctx
+    return None
+
+
+def quick_execute(ctx, op_name: str, inputs: list, attrs: tuple, num_outputs: int) -> list:
+    """Execute ``op_name`` eagerly with attrs already converted; a TF error status raises its TF error."""
+    try:
+        return pywrap_tfe.TFE_Py_Execute(ctx._handle, ctx.device_name, op_name, inputs, attrs,  # noqa: SLF001
+                                         num_outputs)
+    except core._NotOkStatusException as e:  # noqa: SLF001
+        raise core._status_to_exception(e) from None  # noqa: SLF001
+
+
+class EagerStep:
+    """One call of a single-launch function: ``sources`` are ("arg", index) or ("var", variable) per
+    launch input, ``outputs`` the launch results returned, ``assigns`` (variable, result index) pairs.
+
+    Without a tape the launch gets each variable's resource handle and reads it itself (one op per call;
+    an eager ReadVariableOp costs ~5 us and a MobileNetV2 reads 262 variables); with one, the variables
+    are read here, so that the tape sees them and the recorded launch takes their values."""
+
+    def __init__(self, launch: EagerLaunch, sources: list, outputs: list[int], assigns: list):
+        self.launch = launch
+        self.sources = sources
+        self.outputs = outputs
+        self.assigns = assigns
+        tin = list(launch.attrs[launch.attrs.index("Tin") + 1])
+        for k, (kind, _) in enumerate(sources):
+            if kind == "var":
+                tin[k] = dtypes.resource.as_datatype_enum
+        attrs = list(launch.attrs)
+        attrs[attrs.index("Tin") + 1] = tin
+        self.handle_attrs = tuple(attrs)
+        self.assign_attrs = [("dtype", v.dtype.as_datatype_enum, "validate_shape", False) for v, _ in assigns]
+
+    def __call__(self, flat_args: list) -> list:
+        ctx = quick_context()
+        if ctx is None:
+            outs = self.launch.wrapper([flat_args[src] if kind == "arg" else _read(src) for kind, src in self.sources])
+            for var, k in self.assigns:
+                gen_resource_variable_ops.assign_variable_op(var.handle, outs[k])
+        else:
+            args = [flat_args[src] if kind == "arg" else src.handle for kind, src in self.sources]
+            try:
+                outs = quick_execute(ctx, OP_NAME, [self.launch.path, *args], self.handle_attrs,
+                                     self.launch.num_outputs)
+            except TypeError:  # an argument that is not an EagerTensor: the wrapper converts it
+                outs = self.launch.wrapper([flat_args[src] if kind == "arg" else _read(src)
+                                            for kind, src in self.sources])
+            for (var, k), attrs in zip(self.assigns, self.assign_attrs):
+                quick_execute(ctx, "AssignVariableOp", [var.handle, outs[k]], attrs, 0)
+        return [outs[k] for k in self.outputs]
+
+
+def _read(v):
+    """An eager variable read for the launch: ~5x cheaper than ``v.read_value()`` (no name scope,
+    no identity), and still marks the variable accessed so an outer GradientTape watches it."""
+    resource_variable_ops.variable_accessed(v)
+    return gen_resource_variable_ops.read_variable_op(v.handle, v.dtype)

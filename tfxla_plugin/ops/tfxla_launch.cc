@@ -23,6 +23,10 @@
 // * The per-executable state is written only by tfxla_init; every call gets its own scratch arena
 //   (allocate_temp, 64-byte aligned), so concurrent calls of one kernel are safe.
 // * Every failure is a TF error status naming the kernel file; nothing here aborts the process.
+// * An argument may be a variable's resource handle (Tin entry DT_RESOURCE) instead of its value:
+//   the op reads the variable as ReadVariableOp does (shared lock; a copy in copy-on-read mode)
+//   and checks its dtype and shape like any input. The eager single-launch path passes handles,
+//   so a call is one op however many variables the cluster reads.
 // Loading and checking kernel files lives in kernel_table.h, rebuilding them in rebuild.h.
 
 #include <algorithm>
@@ -44,6 +48,8 @@
 #include "rebuild.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/resource_var.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
@@ -154,21 +160,54 @@ class TfxlaLaunchOp : public OpKernel {
     }
     std::vector<const LoadedKernel*> ks;
     OP_REQUIRES_OK(ctx, Resolve(paths, &ks));
+    std::vector<Tensor> args(tin_.size());
+    for (size_t i = 0; i < tin_.size(); ++i) OP_REQUIRES_OK(ctx, Arg(ctx, static_cast<int>(i), *ks[0], &args[i]));
     if (batch_tiles_.empty()) {
-      RunStatic(ctx, *ks[0]);
+      RunStatic(ctx, *ks[0], args);
     } else {
-      RunTiled(ctx, ks);
+      RunTiled(ctx, ks, args);
     }
   }
 
  private:
-  void RunStatic(OpKernelContext* ctx, const LoadedKernel& k) {
+  // Argument i: the input tensor, or the value of the variable whose handle it is.
+  absl::Status Arg(OpKernelContext* ctx, int i, const LoadedKernel& k, Tensor* out) const {
+    if (tin_[i] != tensorflow::DT_RESOURCE) {
+      *out = ctx->input(1 + i);
+      return absl::OkStatus();
+    }
+    tensorflow::core::RefCountPtr<tensorflow::Var> var;
+    if (absl::Status s = tensorflow::LookupResource(ctx, tensorflow::HandleFromInput(ctx, 1 + i), &var); !s.ok())
+      return tensorflow::errors::FailedPrecondition("TfxlaLaunch cluster '", cluster_, "': input ", i,
+                                                    " is a variable that cannot be read: ", s.message());
+    tensorflow::tf_shared_lock lock(*var->mu());
+    const Tensor* t = var->tensor();
+    if (!var->is_initialized || t == nullptr)
+      return tensorflow::errors::FailedPrecondition("TfxlaLaunch cluster '", cluster_, "': input ", i,
+                                                    " is an uninitialized variable");
+    if (t->dtype() != k.inputs[i].dtype)
+      return InvalidArgument("TfxlaLaunch cluster '", cluster_, "': input ", i, " is a variable of dtype ",
+                             DataTypeString(t->dtype()), ", but kernel ", k.Name(), " was compiled for ",
+                             k.inputs[i].ToString());
+    if (!var->copy_on_read_mode.load()) {
+      *out = *t;  // shares the buffer, as ReadVariableOp's output does; an assign then writes a new one
+      return absl::OkStatus();
+    }
+    if (!tensorflow::DataTypeCanUseMemcpy(t->dtype()))
+      return InvalidArgument("TfxlaLaunch cluster '", cluster_, "': input ", i, " is a variable of dtype ",
+                             DataTypeString(t->dtype()), " in copy-on-read mode, which cannot be copied here");
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(t->dtype(), t->shape(), out));
+    if (t->TotalBytes() > 0) std::memcpy(out->data(), t->data(), t->TotalBytes());
+    return absl::OkStatus();
+  }
+
+  void RunStatic(OpKernelContext* ctx, const LoadedKernel& k, const std::vector<Tensor>& args) {
     const int n_in = static_cast<int>(k.inputs.size());
     absl::InlinedVector<const void*, 8> in_ptrs(std::max(n_in, 1), nullptr);
     absl::InlinedVector<int64_t, 32> in_dims;
     in_dims.reserve(std::max<int64_t>(k.total_input_rank, 1));
     for (int i = 0; i < n_in; ++i) {
-      const Tensor& t = ctx->input(1 + i);
+      const Tensor& t = args[i];
       OP_REQUIRES_OK(ctx, CheckInput(cluster_, i, t, k.inputs[i], false, k));
       in_ptrs[i] = t.data();
       for (int d = 0; d < t.dims(); ++d) in_dims.push_back(t.dim_size(d));
@@ -189,13 +228,13 @@ class TfxlaLaunchOp : public OpKernel {
     OP_REQUIRES_OK(ctx, Run(k, in_ptrs.data(), in_dims.data(), out_ptrs.data(), scratch));
   }
 
-  void RunTiled(OpKernelContext* ctx, const std::vector<const LoadedKernel*>& ks) {
+  void RunTiled(OpKernelContext* ctx, const std::vector<const LoadedKernel*>& ks, const std::vector<Tensor>& args) {
     const LoadedKernel& k0 = *ks[0];
     const int n_in = static_cast<int>(k0.inputs.size());
     const int n_out = static_cast<int>(k0.outputs.size());
     int64_t n = -1;
     for (int i = 0; i < n_in; ++i) {
-      const Tensor& t = ctx->input(1 + i);
+      const Tensor& t = args[i];
       const bool batched = batched_args_[i] != 0;
       OP_REQUIRES_OK(ctx, CheckInput(cluster_, i, t, k0.inputs[i], batched, k0));
       if (!batched) continue;
@@ -231,7 +270,7 @@ class TfxlaLaunchOp : public OpKernel {
       const bool padded = s.rows < tile;
       absl::InlinedVector<int64_t, 32> in_dims;
       for (int i = 0; i < n_in; ++i) {
-        const Tensor& t = ctx->input(1 + i);
+        const Tensor& t = args[i];
         in_dims.insert(in_dims.end(), k.inputs[i].dims.begin(), k.inputs[i].dims.end());
         const char* base = static_cast<const char*>(t.data());
         if (!batched_args_[i]) {
@@ -387,7 +426,7 @@ class TfxlaLaunchOp : public OpKernel {
     if (tin_.size() != k.inputs.size())
       return InvalidArgument(where, " takes ", k.inputs.size(), " input(s), but the op passes ", tin_.size());
     for (size_t i = 0; i < tin_.size(); ++i)
-      if (tin_[i] != k.inputs[i].dtype)
+      if (tin_[i] != k.inputs[i].dtype && tin_[i] != tensorflow::DT_RESOURCE)
         return InvalidArgument(where, ": input ", i, " has dtype ", DataTypeString(tin_[i]),
                                ", but the kernel was compiled for ", k.inputs[i].ToString(), " (",
                                DataTypeString(k.inputs[i].dtype), ")");
