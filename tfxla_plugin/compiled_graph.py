@@ -2,9 +2,16 @@
 
 ``CompiledGraph.build(concrete_function, ...)`` runs the graph passes, compiles every cluster to a
 kernel (``cluster_compiler``, with the backend ``flags.backend`` names), replaces each cluster by one
-``TfxlaLaunch`` node, and imports the rewritten GraphDef into a new ``tf.function`` bound to the same live variables (DESIGN.md §5).
-When the whole function is a single launch fed directly by its inputs (and variable reads), calls
-skip the graph and run the launch op eagerly: about one eager op per call.
+``TfxlaLaunch`` node, and imports the rewritten GraphDef into a new ``tf.function`` bound to the same
+live variables (DESIGN.md §5).
+
+When the whole function is a single launch fed directly by its inputs and variable reads, and its
+only side effects are assigns of launch results to variables (an optimizer step), calls skip the
+graph: the launch runs eagerly on the calling thread with the variables' handles, then the assigns
+(``eager_launch.EagerStep``): one eager op per call plus one per assign. Besides the dispatch this
+saves, kernels then run on the caller's thread rather than on TF's executor threads, and libgomp
+gives every thread that starts a parallel region its own team: once the teams' threads outnumber
+the CPUs every region pays a futex wake-up (measured: the MLP train step kernel 1.2 -> 2.4 ms).
 """
 
 from __future__ import annotations
