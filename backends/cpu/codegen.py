@@ -89,6 +89,30 @@ class GeneratedKernel:
     library_dirs: tuple[str, ...] = ()
 
 
+PARALLEL_CHUNKS = 64  # iterations the split loops of a parallel nest should offer the OpenMP team
+
+
+def parallel_loops(dims) -> tuple[int, int]:
+    """Which loops of a nest over ``dims`` OpenMP splits: (first, count), count 0 for none. Leading
+    size-1 loops are skipped (a batch-1 NHWC tensor [1, 56, 56, 64] splits its H and W loops), then
+    loops are collapsed until they run PARALLEL_CHUNKS iterations, never taking the innermost (the
+    vector loop) unless it is the only one left."""
+    first = next((d for d, n in enumerate(dims) if n > 1), None)
+    if first is None:
+        return 0, 0
+    iterations, count = 1, 0
+    for n in dims[first:max(len(dims) - 1, first + 1)]:
+        iterations *= n
+        count += 1
+        if iterations >= PARALLEL_CHUNKS:
+            break
+    return first, count
+
+
+def parallel_for_pragma(count: int) -> str:
+    return "#pragma omp parallel for schedule(static)" + (f" collapse({count})" if count > 1 else "")
+
+
 class ComputationEmitter:
     """Emits one computation as a C function (see the module docstring)."""
 
@@ -287,13 +311,14 @@ class ComputationEmitter:
                 return
             inner = inner_work(self.gen.module, inst)
             work = outs[0].shape.num_elements * inner
-            parallel_outer = work >= self.gen.options.parallel_threshold and bool(dims) and dims[0] > 1
+            first, count = parallel_loops(dims) if work >= self.gen.options.parallel_threshold else (0, 0)
+            parallel_outer = count > 0
             # Too few output elements to split: split the reduction itself (full/row reductions).
             emitter.parallel_reduce = (not parallel_outer and outs[0].shape.num_elements <= 4
                                        and inner >= self.gen.options.parallel_threshold)
             for d, (var, n) in enumerate(zip(idx, dims)):
-                if d == 0 and parallel_outer:
-                    buf.line("#pragma omp parallel for schedule(static)")
+                if d == first and parallel_outer:
+                    buf.line(parallel_for_pragma(count))
                 buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
                 buf._level += 1
             value = emitter.emit(root, idx)

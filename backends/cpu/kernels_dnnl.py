@@ -23,7 +23,7 @@ import math
 from backends.codegen.buffer import IndentedBuffer
 from backends.cpu import ctypes_c as C
 from backends.cpu import dnnl
-from backends.cpu.codegen import Buf, ComputationEmitter, Value, top_level
+from backends.cpu.codegen import Buf, ComputationEmitter, Value, parallel_for_pragma, parallel_loops, top_level
 from backends.cpu.dnnl import Binary, ConvWindow, DnnlPrimitive, Eltwise, Tensor
 from backends.cpu.dnnl_epilogue import match_epilogue
 from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, linear_index
@@ -269,9 +269,11 @@ def _epilogue_loop(em: ComputationEmitter, inst: HloInstruction, comp: HloComput
     idx = tuple(em.names.fresh("i") for _ in dims)
     try:
         with buf.block(""):
+            big = target.shape.num_elements >= em.gen.options.parallel_threshold
+            first, count = parallel_loops(dims) if big else (0, 0)
             for d, (var, n) in enumerate(zip(idx, dims)):
-                if d == 0 and target.shape.num_elements >= em.gen.options.parallel_threshold and n > 1:
-                    buf.line("#pragma omp parallel for schedule(static)")
+                if d == first and count:
+                    buf.line(parallel_for_pragma(count))
                 buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
                 buf._level += 1
             value = emitter.emit(comp.root_name, idx)
