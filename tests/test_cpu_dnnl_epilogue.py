@@ -31,7 +31,7 @@ def output_fusion(epilogue: str, hero: str = "dot") -> str:
     else:
         lhs, rhs, out, dims = "f32[1,8,8,5]", "f32[3,3,5,16]", "f32[1,6,6,16]", "3"
         op = f"%d = {out} convolution(%p0, %p1), window={{size=3x3}}, dim_labels=b01f_01io->b01f"
-    body = textwrap.dedent(epilogue).strip().replace("$T", out)
+    body = textwrap.dedent(epilogue).strip().replace("$T", out).replace("$C", dims)
     return f"""HloModule fused_{hero}
 %fused (p0: {lhs}, p1: {rhs}, p2: f32[16], p3: {out}, p4: f32[]) -> {out} {{
   %p0 = {lhs} parameter(0)
@@ -128,6 +128,20 @@ EPILOGUES = {
                        "ROOT %y = $T multiply(%x, %qb)", ["bias", "linear(0.25, 0)"]),
     "scale_parameter": ("%sb = $T broadcast(%p4), dimensions={}\nROOT %y = $T multiply(%sb, %x)",
                         ["bias", "binary_mul"]),
+    # a batch norm folded as TF lowers it: per-channel scale and shift computed from the parameters inside
+    # the fusion (computed into scratch before the primitive, then binary post-ops)
+    "batch_norm_computed": ("""
+        %sq = f32[16] multiply(%p2, %p2)
+        %eps = f32[] constant(0.001)
+        %epsb = f32[16] broadcast(%eps), dimensions={}
+        %var = f32[16] add(%sq, %epsb)
+        %rs = f32[16] rsqrt(%var)
+        %scale = f32[16] multiply(%rs, %p2)
+        %sc = $T broadcast(%scale), dimensions={$C}
+        %m = $T multiply(%x, %sc)
+        %shift = f32[16] multiply(%p2, %rs)
+        %shb = $T broadcast(%shift), dimensions={$C}
+        ROOT %y = $T subtract(%m, %shb)""", ["bias", "binary_mul", "binary_sub"]),
 }
 _PO_TEXT = {"relu": "dnnl_eltwise_relu, 0.0f, 0.0f", "clip(0, 6)": "dnnl_eltwise_clip, 0.0f, 6.0f",
             "clip(-inf, 6)": "dnnl_eltwise_clip, (-INFINITY), 6.0f",
@@ -149,7 +163,10 @@ def test_epilogue_becomes_post_ops(case: str, hero: str, cache) -> None:
     exe = compile_text(output_fusion(epilogue, hero), cache)
     src = exe.source
     assert uses_dnnl(exe)
-    assert "for (int64_t" not in src[src.index("static int comp_0"):]  # no elemental loop left
+    body = src[src.index("static int comp_0"):]
+    assert "for (int64_t" not in body[body.rindex("dnnl_primitive_execute"):]  # no elemental loop after it
+    # loops before it only compute small side operands (a batch norm's scale and shift), never the result
+    assert body.count("for (int64_t") == (2 if case == "batch_norm_computed" else 0)
     appended = [line for line in src.splitlines() if "dnnl_post_ops_append" in line]
     assert len(appended) == len(ops) - 1
     for line, op in zip(appended, ops[1:]):
@@ -165,6 +182,9 @@ PARTIAL = {  # (epilogue, post-ops expected before the elemental loop)
                               "ROOT %y = $T select(%gt, %x, %ax)", 0),
     "sine_after_relu": (ZERO + "%m = $T maximum(%x, %z)\nROOT %y = $T sine(%m)", 1),
     "hero_read_twice": (ZERO + "%m = $T maximum(%d, %z)\nROOT %y = $T add(%m, %d)", -1),
+    # a small side value computed from the library result itself cannot be computed before it
+    "side_from_the_result": ("%row = f32[1,16] slice(%d), slice={[0:1], [0:16]}\n%rv = f32[16] reshape(%row)\n"
+                             "%sc = $T broadcast(%rv), dimensions={1}\nROOT %y = $T multiply(%x, %sc)", -1),
 }
 
 

@@ -9,7 +9,9 @@ epilogue with the elemental emitter (``cut == hero`` when nothing matches).
 
 Recognised, bottom-up from the hero (each step must keep the hero's dims and type):
 * a binary op with a side input: ``+ - * / max min`` of a fusion parameter or constant,
-  full-shape or broadcast (bias, residual, per-channel scale, scalar parameter);
+  full-shape or broadcast (bias, residual, per-channel scale, scalar parameter), or the broadcast
+  of a small value computed from them alone (a batch norm's per-channel scale and shift, which the
+  backend computes into scratch first);
 * ``x*c``, ``x+c``, ``x-c``, ``c-x``, ``-x`` with a scalar constant (oneDNN ``linear``);
 * ``max(x,c)``, ``min(x,c)``, ``clamp`` in HLO form or as TF's select/compare lowering (relu,
   relu6: ``clip``), ``tanh``, ``logistic``, ``exp``, ``abs``, ``sqrt``, ``log``, ``x*x``,
@@ -136,8 +138,9 @@ Term = Union[str, float]  # an instruction name, or a constant made by rewriting
 
 
 class _Matcher:
-    def __init__(self, comp: HloComputation):
+    def __init__(self, comp: HloComputation, hero: str | None = None):
         self.comp = comp
+        self.hero = hero
         self.users = {k: len(v) for k, v in comp.users().items()}
 
     def scalar(self, term: Term) -> float | None:
@@ -223,13 +226,15 @@ class _Matcher:
             yield from self._match_all(pats[1:], terms[1:], b)
 
     def side(self, name: str, dims: tuple[int, ...]) -> tuple[str, tuple[int | None, ...]] | None:
-        """A second operand for a binary post-op: a parameter or constant, possibly broadcast."""
+        """A second operand for a binary post-op: a parameter or constant, possibly broadcast, or the
+        broadcast of a small value computed from them (``computed_side``)."""
         inst = self.comp[name]
         if inst.opcode in (O.PARAMETER, O.CONSTANT):
             return (name, tuple(range(len(dims)))) if inst.shape.dims == dims else None
         if inst.opcode is O.BROADCAST:
             src = self.comp[inst.operands[0]]
-            if src.opcode in (O.PARAMETER, O.CONSTANT) and self.scalar(src.name) is None:
+            if (src.opcode in (O.PARAMETER, O.CONSTANT) or self.computed_side(src.name)) \
+                    and self.scalar(src.name) is None:
                 dim_map: list[int | None] = [None] * len(dims)
                 for k, d in enumerate(inst.attr("dimensions", ())):
                     dim_map[d] = k
@@ -239,12 +244,25 @@ class _Matcher:
         return None
 
 
+    def computed_side(self, name: str) -> bool:
+        """A value of at most SIDE_ELEMENTS elements that does not depend on the hero (a batch norm's
+        per-channel scale ``gamma * rsqrt(var + eps)`` or shift): the backend computes it into scratch
+        before the primitive runs."""
+        inst = self.comp[name]
+        return (self.hero is not None and isinstance(inst.shape, Shape) and inst.shape.dtype.is_float
+                and 1 < inst.shape.num_elements <= SIDE_ELEMENTS
+                and not _reaches(self.comp, name, self.hero, stop=""))
+
+
+SIDE_ELEMENTS = 4096
+
+
 def _close(a: float, b: float) -> bool:
     return a == b or abs(a - b) <= 1e-6 * max(abs(a), abs(b))
 
 
 def match_epilogue(comp: HloComputation, hero: str) -> EpilogueMatch:
-    m = _Matcher(comp)
+    m = _Matcher(comp, hero)
     shape = comp[hero].shape
     best: dict[str, tuple[PostOp, ...]] = {hero: ()}
     for inst in comp.instructions:

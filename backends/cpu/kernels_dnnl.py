@@ -166,13 +166,51 @@ def _outer_operand(em: ComputationEmitter, name: str) -> tuple[Buf, str | None] 
     return value, em.gen.constant_ref(inst) if inst.opcode is Opcode.CONSTANT else None
 
 
-def _fused_operand(em: ComputationEmitter, fusion: HloInstruction, comp: HloComputation, name: str):
+def _fused_operand(em: ComputationEmitter, fusion: HloInstruction, comp: HloComputation, name: str,
+                   prelude: IndentedBuffer | None = None):
+    """The buffer (and C array, for a constant) of ``name``, a parameter or constant of the fused
+    computation; with ``prelude``, also a small value computed from them (``computed_side``), which the
+    code added to ``prelude`` computes into scratch."""
     inst = comp[name]
     if inst.opcode is Opcode.PARAMETER:
         return _outer_operand(em, fusion.operands[inst.parameter_number])
     if inst.opcode is Opcode.CONSTANT:
         return em.gen.constant_value(inst), em.gen.constant_ref(inst)
+    if prelude is not None:
+        buf = _computed_side(em, fusion, comp, name, prelude)
+        return None if buf is None else (buf, None)
     return None
+
+
+def _computed_side(em: ComputationEmitter, fusion: HloInstruction, comp: HloComputation, name: str,
+                   prelude: IndentedBuffer) -> Buf | None:
+    """A scratch buffer holding the value of ``name`` (an epilogue's per-channel scale or shift), and the
+    loop computing it from the fusion's operands in ``prelude``; None if it cannot be emitted."""
+    shape = comp[name].shape
+    buf = Buf(em.names.fresh("b"), Shape.array(shape.dtype, shape.dims))
+    code = IndentedBuffer()
+    mark = em.names.counter
+    emitter = ElementalEmitter(em.gen.module, comp, [em.reader(o) for o in fusion.operands], code, em.names,
+                               em.gen.constant_ref)
+    idx = tuple(em.names.fresh("i") for _ in shape.dims)
+    try:
+        with code.block(""):
+            for var, n in zip(idx, shape.dims):
+                code.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
+                code._level += 1
+            value = emitter.emit(name, idx)
+            code.line(f"{buf.ptr}[{linear_index(buf.shape, idx)}] = {C.store(shape.dtype, value)};")
+            for _ in idx:
+                code._level -= 1
+                code.line("}")
+    except CodegenUnsupported:
+        em.names.counter = mark
+        return None
+    ctype = C.storage(shape.dtype)
+    region = em.alloc_bytes(max(shape.byte_size, 1), f"{fusion.name}#{name}")
+    em.decls.line(f"{ctype}* const {buf.ptr} = ({ctype}*){region};")
+    prelude.splice(code)
+    return buf
 
 
 @top_level(Opcode.DOT, Opcode.CONVOLUTION)
@@ -207,7 +245,8 @@ def _output_fusion(em: ComputationEmitter, inst: HloInstruction, target: Value):
     plan = _PLANS[hero.opcode](hero, operands[0], operands[1], dst_buf)
     if plan is None:
         return False
-    post_ops = _post_ops(em, inst, comp, plan, match.ops)
+    prelude = IndentedBuffer()  # computes the epilogue's small side operands, before the primitive runs
+    post_ops = _post_ops(em, inst, comp, plan, match.ops, prelude)
     if post_ops is None or len(post_ops) > dnnl.MAX_POST_OPS:
         return False
     tail = None
@@ -226,6 +265,7 @@ def _output_fusion(em: ComputationEmitter, inst: HloInstruction, target: Value):
     if full and any(isinstance(op, Binary) and op.src1.dims == plan.dst.dims for op in post_ops):
         # buffer assignment may give the result the buffer of a dying residual operand
         alias = (em.alloc_bytes(target.shape.byte_size, f"{inst.name}#alias"), target.shape.byte_size)
+    em.buf.splice(prelude)
     DnnlPrimitive(f"%{inst.name}", plan.src, plan.wei, plan.dst, bias, post_ops, plan.conv,
                   alias).emit(em, install)
     if tail is not None:
@@ -233,13 +273,13 @@ def _output_fusion(em: ComputationEmitter, inst: HloInstruction, target: Value):
     return None
 
 
-def _post_ops(em, fusion, comp, plan: _Plan, ops) -> list | None:
+def _post_ops(em, fusion, comp, plan: _Plan, ops, prelude: IndentedBuffer) -> list | None:
     out: list = []
     for op in ops:
         if isinstance(op, Eltwise):
             out.append(op)
             continue
-        operand = _fused_operand(em, fusion, comp, op.operand)
+        operand = _fused_operand(em, fusion, comp, op.operand, prelude)
         if operand is None or operand[0].shape.dtype not in dnnl.DNNL_TYPES:
             return None
         t = _tensor(operand[0], plan.groups, dim_map=op.dim_map, order=memory_order(plan.dst))
