@@ -188,23 +188,8 @@ def _computed_side(em: ComputationEmitter, fusion: HloInstruction, comp: HloComp
     loop computing it from the fusion's operands in ``prelude``; None if it cannot be emitted."""
     shape = comp[name].shape
     buf = Buf(em.names.fresh("b"), Shape.array(shape.dtype, shape.dims))
-    code = IndentedBuffer()
-    mark = em.names.counter
-    emitter = ElementalEmitter(em.gen.module, comp, [em.reader(o) for o in fusion.operands], code, em.names,
-                               em.gen.constant_ref)
-    idx = tuple(em.names.fresh("i") for _ in shape.dims)
-    try:
-        with code.block(""):
-            for var, n in zip(idx, shape.dims):
-                code.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
-                code._level += 1
-            value = emitter.emit(name, idx)
-            code.line(f"{buf.ptr}[{linear_index(buf.shape, idx)}] = {C.store(shape.dtype, value)};")
-            for _ in idx:
-                code._level -= 1
-                code.line("}")
-    except CodegenUnsupported:
-        em.names.counter = mark
+    code = _store_loop(em, comp, [em.reader(o) for o in fusion.operands], name, buf, parallel=False)
+    if code is None:
         return None
     ctype = C.storage(shape.dtype)
     region = em.alloc_bytes(max(shape.byte_size, 1), f"{fusion.name}#{name}")
@@ -300,23 +285,29 @@ def _is_bias(op, plan: _Plan) -> bool:
 def _epilogue_loop(em: ComputationEmitter, inst: HloInstruction, comp: HloComputation, cut: str, cut_buf: Buf,
                    target: Buf) -> IndentedBuffer | None:
     """The elemental loop computing the fusion's root from ``cut`` (in ``cut_buf``), or None if unsupported."""
+    return _store_loop(em, comp, [em.reader(o) for o in inst.operands], comp.root_name, target,
+                       parallel=target.shape.num_elements >= em.gen.options.parallel_threshold,
+                       external={cut: cut_buf.read})
+
+
+def _store_loop(em: ComputationEmitter, comp: HloComputation, readers, name: str, target: Buf, *, parallel: bool,
+                external=None) -> IndentedBuffer | None:
+    """A loop nest storing the value of ``name`` (an instruction of ``comp``, whose parameters ``readers``
+    read) at every index of ``target``, split over threads if ``parallel``; None if unsupported."""
     buf = IndentedBuffer()
     mark = em.names.counter
-    readers = [em.reader(o) for o in inst.operands]
-    emitter = ElementalEmitter(em.gen.module, comp, readers, buf, em.names, em.gen.constant_ref,
-                               external={cut: cut_buf.read})
+    emitter = ElementalEmitter(em.gen.module, comp, readers, buf, em.names, em.gen.constant_ref, external=external)
     dims = target.shape.dims
     idx = tuple(em.names.fresh("i") for _ in dims)
+    first, count = parallel_loops(dims) if parallel else (0, 0)
     try:
         with buf.block(""):
-            big = target.shape.num_elements >= em.gen.options.parallel_threshold
-            first, count = parallel_loops(dims) if big else (0, 0)
             for d, (var, n) in enumerate(zip(idx, dims)):
                 if d == first and count:
                     buf.line(parallel_for_pragma(count))
                 buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
                 buf._level += 1
-            value = emitter.emit(comp.root_name, idx)
+            value = emitter.emit(name, idx)
             buf.line(f"{target.ptr}[{linear_index(target.shape, idx)}] = {C.store(target.shape.dtype, value)};")
             for _ in dims:
                 buf._level -= 1
@@ -325,4 +316,3 @@ def _epilogue_loop(em: ComputationEmitter, inst: HloInstruction, comp: HloComput
         em.names.counter = mark
         return None
     return buf
-
