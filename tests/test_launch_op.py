@@ -372,7 +372,7 @@ def test_kernel_error_status_is_a_tf_error_and_the_kernel_stays_usable(op, tmp_p
 
 @pytest.mark.parametrize("case, error, message", [
     ("abi2", tf.errors.FailedPreconditionError, "has ABI version 2, but this TfxlaLaunch op speaks version 1"),
-    ("init_fails", tf.errors.InternalError, "tfxla_init failed: no license"),
+    ("init_fails", tf.errors.FailedPreconditionError, "tfxla_init failed: no license"),
     ("no_symbols", tf.errors.InvalidArgumentError, "is not a tfxla kernel: missing symbol tfxla_abi_version"),
     ("bad_json", tf.errors.InvalidArgumentError, "cannot parse its signature"),
     ("column_major", tf.errors.UnimplementedError, r"inputs\[0\] has a non-row-major layout"),

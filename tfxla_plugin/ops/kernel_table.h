@@ -247,7 +247,7 @@ absl::Status InitLoaded(LoadedKernel* k) {
   char err[kErrLen] = {0};
   if (init(&k->state, err, sizeof(err)) != 0) {
     err[kErrLen - 1] = '\0';
-    return Internal("tfxla kernel ", k->Name(), ": tfxla_init failed: ", err);
+    return FailedPrecondition("tfxla kernel ", k->Name(), ": tfxla_init failed: ", err);
   }
   return absl::OkStatus();
 }
