@@ -185,9 +185,11 @@ def test_an_update_step_runs_eagerly_and_writes_the_variables_as_tf_does() -> No
     assert fast is not None and len(fast["assigns"]) == 3, "reads, one launch, three assigns of its results"
     for _ in range(4):
         _close(f(x, y), g(x, y), rtol=1e-5, atol=1e-6, what="loss")
+    with tf.GradientTape():  # a recording tape: the launch goes through its wrapper, reads and assigns too
+        _close(f(x, y), g(x, y), rtol=1e-5, atol=1e-6, what="loss under a tape")
     for mine, theirs in zip(ours_vars, tf_vars):
         _close(mine, theirs, rtol=1e-5, atol=1e-6, what=mine.name)
-    assert int(ours_vars[2].numpy()) == 4
+    assert int(ours_vars[2].numpy()) == 5
 
 
 # --- 3. auto clustering around a string op and a stateful random op -------------------------------
