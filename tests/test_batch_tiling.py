@@ -93,7 +93,7 @@ def test_bad_batch_inputs_are_clear_errors() -> None:
     f(_rand((2, 3), 0), _rand((2, 3), 1))
     cg = f._tiled
     op = tfxla_plugin._op.load_op_library()
-    launch = cg._fast["launch"]  # an EagerLaunch: attrs converted once, TFE_Py_Execute without a tape
+    launch = cg._fast.launch  # an EagerLaunch: attrs converted once, TFE_Py_Execute without a tape
     kwargs = dict(launch.kwargs, cluster="c", kernel_hash="")
     path = kwargs.pop("kernel_path")
     with pytest.raises(tf.errors.InvalidArgumentError, match="batched inputs disagree on the batch size"):

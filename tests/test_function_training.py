@@ -182,7 +182,7 @@ def test_an_update_step_runs_eagerly_and_writes_the_variables_as_tf_does() -> No
     x = tf.constant(RNG.normal(size=(8, 4)).astype(np.float32))
     y = tf.constant(RNG.normal(size=(8, 3)).astype(np.float32))
     fast = f.compiled_graph(x, y)._fast
-    assert fast is not None and len(fast["assigns"]) == 3, "reads, one launch, three assigns of its results"
+    assert fast is not None and len(fast.assigns) == 3, "reads, one launch, three assigns of its results"
     for _ in range(4):
         _close(f(x, y), g(x, y), rtol=1e-5, atol=1e-6, what="loss")
     with tf.GradientTape():  # a recording tape: the launch goes through its wrapper, reads and assigns too

@@ -105,7 +105,8 @@ class CompiledGraph:
 
     # --- calling ----------------------------------------------------------------------
     def _fast_path(self):
-        """(cluster, [input source per launch arg]) if the rewritten graph is one launch on its inputs."""
+        """The ``EagerStep`` running a call without the graph, if the rewritten graph is one launch on its
+        inputs and variable reads whose only side effects are assigns of its results; else None."""
         if len(self.clusters) != 1:
             return None
         cf = self.concrete_function
@@ -173,13 +174,13 @@ class CompiledGraph:
             tout=[tf.dtypes.as_dtype(t) for t in attrs["Tout"].list.type],
             output_shapes=[tf.TensorShape(s) for s in attrs["output_shapes"].list.shape],
             cluster=attrs["cluster"].s.decode(), kernel_hash=attrs["kernel_hash"].s.decode(), extra=extra)
-        return {"launch": launch_op, "assigns": assigns, "step": EagerStep(launch_op, sources, outputs, assigns)}
+        return EagerStep(launch_op, sources, outputs, assigns)
 
     def call_flat(self, flat_args: list):
         """Run on the flat data inputs (in the concrete function's order); returns flat outputs."""
         fast = self._fast
         if fast is not None:
-            return fast["step"](flat_args)
+            return fast(flat_args)
         if self._rebuilt is None:
             self._rebuilt = self._rebuild()
         return self._rebuilt(*flat_args)

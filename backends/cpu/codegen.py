@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable, Union
 
+from backends.codegen.abi import emit_run_checks
 from backends.codegen.buffer import IndentedBuffer
 from backends.cpu import ctypes_c as C
 from backends.cpu.column_reduce import column_reduce
@@ -549,16 +550,8 @@ class ModuleCodegen:
         out.line("")
         with out.block("TFXLA_EXPORT int tfxla_run(void* state, const void* const* in, const int64_t* in_dims, "
                        "void* const* out, char* scratch, char* err, size_t errlen)"):
-            out.line('if (!state) { snprintf(err, errlen, "tfxla_run: state is NULL (call tfxla_init first)"); return 1; }')
-            pos = 0
-            for p in entry.parameters:
-                for d, n in enumerate(p.shape.dims):
-                    with out.block(f"if (in_dims[{pos}] != {n})"):
-                        out.line(f'snprintf(err, errlen, "input {p.parameter_number} (%%{p.name}): dimension {d} '
-                                 f'is %lld, but the kernel was compiled for {n}", (long long)in_dims[{pos}]);')
-                        out.line("return 1;")
-                    pos += 1
-            out.line("(void)in_dims;")
+            emit_run_checks(out, [(f"input {p.parameter_number} (%%{p.name})", p.shape.dims)
+                                  for p in entry.parameters])
             out.line("tfxla_sync_fp_mode();")
             out.line("tfxla_scratch_base = scratch;")
             out.line("tfxla_st = (tfxla_state*)state;")

@@ -32,6 +32,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from backends.codegen.abi import emit_run_checks
 from backends.codegen.buffer import IndentedBuffer
 from backends.cuda.codegen import ABI_VERSION, CodegenOptions, GeneratedModule, c_comment, generate
 from backends.cuda.compiler import NvccOptions, cache_key, require_nvcc
@@ -360,16 +361,7 @@ def _run(out: IndentedBuffer, em: _ProgramEmitter, signature: dict) -> None:
     with out.block("TFXLA_EXPORT int tfxla_run(void* state, const void* const* in, const int64_t* in_dims, "
                    "void* const* out, char* scratch, char* err, size_t errlen)"):
         out.line("(void)scratch;  /* the device arena is the launcher's own */")
-        out.line('if (!state) { snprintf(err, errlen, "tfxla_run: state is NULL (call tfxla_init first)"); return 1; }')
-        pos = 0
-        for k, entry in enumerate(signature["inputs"]):
-            for d, n in enumerate(entry["dims"]):
-                with out.block(f"if (in_dims[{pos}] != {n})"):
-                    out.line(f'snprintf(err, errlen, "input {k}: dimension {d} is %lld, but the kernel was compiled '
-                             f'for {n}", (long long)in_dims[{pos}]);')
-                    out.line("return 1;")
-                pos += 1
-        out.line("(void)in_dims;")
+        emit_run_checks(out, [(f"input {k}", entry["dims"]) for k, entry in enumerate(signature["inputs"])])
         out.line("tfxla_state* st = static_cast<tfxla_state*>(state);")
         out.line("std::lock_guard<std::mutex> lock(st->mu);")
         out.line("tfxla_call c{st->stream, err, errlen, nullptr};")
