@@ -7,6 +7,9 @@
   (``cuMemcpyDtoD`` of 400 MB, counted as read + write). Target: at least 80%.
 * ``gelu``, ``softmax``, ``layer_norm`` at [8192, 8192] f32: our kernels (HLO through our
   pipeline) against ``jax.jit`` of the same computation. Target: at least as fast.
+* ``matmul_f16``: a [4096, 4096] x [4096, 4096] f16 dot (f32 accumulation), on the tensor cores
+  (``dot-wmma``) and on the CUDA cores (``tensor_cores=False``), against ``jax.jit`` (cuBLAS), so
+  the choice between our wmma kernel and a library GEMM rests on a number.
 
 Times are medians over ``--repeats`` runs after a warm-up, with inputs already on the device:
 ours by CUDA events around the host program (``Executable.run_device``), JAX by the same events
@@ -32,6 +35,7 @@ from backends.cpu.pipeline import optimize  # noqa: E402
 
 N_REDUCE = 100_000_000
 ROWS = COLS = 8192
+GEMM = 4096
 
 _ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
 _MAX = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] maximum(a, b)\n}\n"
@@ -132,6 +136,16 @@ ENTRY main {{
 """
 
 
+def matmul_hlo(n: int) -> str:
+    return f"""HloModule matmul_f16
+ENTRY main {{
+  a = f16[{n},{n}] parameter(0)
+  b = f16[{n},{n}] parameter(1)
+  ROOT d = f16[{n},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}
+"""
+
+
 def jax_fns():
     import jax
     import jax.numpy as jnp
@@ -149,13 +163,17 @@ def jax_fns():
         var = (c * c).mean(axis=1, keepdims=True)
         return c * jax.lax.rsqrt(var + 1e-5) * g + b
 
-    return {"gelu": jax.jit(gelu), "softmax": jax.jit(softmax), "layer_norm": jax.jit(layer_norm)}
+    def matmul(a, b):
+        return jnp.matmul(a, b, preferred_element_type=jnp.float32).astype(jnp.float16)
+
+    return {"gelu": jax.jit(gelu), "softmax": jax.jit(softmax), "layer_norm": jax.jit(layer_norm),
+            "matmul_f16": jax.jit(matmul)}
 
 
-def compile_hlo(text: str, cache_dir: str | None):
+def compile_hlo(text: str, cache_dir: str | None, codegen=None):
     module = optimize(hlo.parse_module(text))
     t = time.perf_counter()
-    exe = cuda.compile(module, cuda.CompileOptions(cache_dir=cache_dir))
+    exe = cuda.compile(module, cuda.CompileOptions(codegen=codegen, cache_dir=cache_dir))
     return exe, time.perf_counter() - t
 
 
@@ -230,10 +248,39 @@ def bench_vs_jax(name: str, repeats: int, cache_dir, rows: int = ROWS, cols: int
             "compile_s": compile_s, "kernels": exe.generated.strategies}
 
 
+def bench_matmul(repeats: int, cache_dir, n: int = GEMM) -> dict:
+    import jax
+
+    from backends.cuda.codegen import CodegenOptions
+
+    rng = np.random.default_rng(2)
+    args = [rng.standard_normal((n, n), dtype=np.float32).astype(np.float16) for _ in range(2)]
+    fn = jax_fns()["matmul_f16"]
+    jargs = [jax.device_put(a) for a in args]
+    want = np.asarray(fn(*jargs)).astype(np.float32)
+    result = {"name": "matmul_f16", "shape": [n, n, n], "ok": True, "target": 1.0, "kernels": {}}
+    for label, tensor_cores in (("ours", True), ("cuda_cores", False)):
+        exe, compile_s = compile_hlo(matmul_hlo(n), cache_dir, CodegenOptions(tensor_cores=tensor_cores))
+        got = exe(*args)[0].astype(np.float32)
+        err = float(np.max(np.abs(got - want) / (1e-1 + 1e-2 * np.abs(want))))  # f16 results of K=4096 sums
+        result["ok"] = result["ok"] and err <= 1.0
+        result[f"{label}_ms"] = statistics.median(time_ours(exe, repeats))
+        result[f"{label}_max_error_in_tolerances"] = err
+        result[f"{label}_compile_s"] = compile_s
+        result["kernels"].update(exe.generated.strategies)
+        device = exe.device
+    result["jax_ms"] = statistics.median(time_jax(fn, jargs, device, repeats))
+    result["speedup_vs_jax"] = result["jax_ms"] / result["ours_ms"]
+    result["tflops_ours"] = 2 * n ** 3 / result["ours_ms"] / 1e9
+    result["tflops_jax"] = 2 * n ** 3 / result["jax_ms"] / 1e9
+    return result
+
+
 def run(names=None, repeats: int = 20, cache_dir=None, log=print) -> list[dict]:
     results = []
     jobs = [("reduce_bw", lambda: bench_reduce(repeats, cache_dir))] + [
-        (n, lambda n=n: bench_vs_jax(n, repeats, cache_dir)) for n in ("gelu", "softmax", "layer_norm")]
+        (n, lambda n=n: bench_vs_jax(n, repeats, cache_dir)) for n in ("gelu", "softmax", "layer_norm")] + [
+        ("matmul_f16", lambda: bench_matmul(repeats, cache_dir))]
     for name, job in jobs:
         if names and name not in names:
             continue

@@ -1,10 +1,10 @@
-"""Golden tests: the generated CUDA of five representative kernels, pinned as text.
+"""Golden tests: the generated CUDA of representative kernels, pinned as text.
 
 ``tests/test_cuda_golden/<name>.cu`` holds one kernel (its comment lines and body) of a module
 in ``tests.gpu.cases.MODULES`` after our HLO pipeline: an elementwise loop fusion (float4),
 a row reduction (warp per row), a column reduction, a tiled transpose of a fused exponential,
-and a tiled dot. A change to the generator that changes them must update the files
-(``TFXLA_UPDATE_GOLDEN=1``) and be read by a person; the files were checked by hand when written.
+a tiled dot, and an f16 dot on the tensor cores. A change to the generator that changes them
+must update the files (``TFXLA_UPDATE_GOLDEN=1``) and be read by a person; the files were checked by hand when written.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ CASES = {  # golden file -> (module, kernel)
     "column_reduce": ("reductions", "k2_fusion_2"),
     "transpose_exp": ("transposes", "k1_fusion_0"),
     "dot": ("dots", "k0_d1"),
+    "dot_wmma": ("dots", "k1_d2"),
 }
 
 

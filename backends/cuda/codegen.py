@@ -81,6 +81,7 @@ def is_row_major(shape: Shape) -> bool:
 class CodegenOptions:
     block_size: int = 256  # threads per block of elementwise loops
     max_blocks: int = 4096  # grid-stride loops never launch more blocks than this
+    tensor_cores: bool = True  # f16/bf16 dots and convolutions on wmma tensor-core fragments
     name: str = "tfxla_cuda"
 
 

@@ -45,9 +45,11 @@ SHIM = r"""
 #include <barrier>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 #include <cuda_fp16.h>
+#include <cuda_bf16.h>
 using std::isnan; using std::isfinite;
 #define __global__
 #undef __device__
@@ -87,6 +89,44 @@ static inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); retur
 static inline long long __double_as_longlong(double d) { long long i; std::memcpy(&i, &d, 8); return i; }
 static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+
+/* wmma on the host: every thread of a warp holds the whole fragment (loads and the product are
+   computed redundantly per thread); a store is made once per warp, between two warp barriers. */
+namespace nvcuda { namespace wmma {
+struct matrix_a {}; struct matrix_b {}; struct accumulator {}; struct row_major {};
+enum layout_t { mem_row_major };
+template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
+  static constexpr int rows = std::is_same_v<Use, matrix_b> ? K : M;
+  static constexpr int cols = std::is_same_v<Use, matrix_a> ? K : N;
+  static constexpr int num_elements = rows * cols;
+  T x[rows * cols];
+};
+template <typename F, typename V> static inline void fill_fragment(F& f, V v) { for (auto& e : f.x) e = v; }
+template <typename Use, int M, int N, int K, typename T, typename L>
+static inline void load_matrix_sync(fragment<Use, M, N, K, T, L>& f, const T* p, unsigned ldm) {
+  using F = fragment<Use, M, N, K, T, L>;
+  for (int r = 0; r < F::rows; ++r) for (int c = 0; c < F::cols; ++c) f.x[r * F::cols + c] = p[r * ldm + c];
+}
+template <int M, int N, int K, typename T>
+static inline void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<matrix_a, M, N, K, T, row_major>& a,
+                            const fragment<matrix_b, M, N, K, T, row_major>& b, const fragment<accumulator, M, N, K, float>& c) {
+  float out[M * N];
+  for (int i = 0; i < M; ++i) for (int j = 0; j < N; ++j) {
+    float s = c.x[i * N + j];
+    for (int k = 0; k < K; ++k) s += (float)a.x[i * K + k] * (float)b.x[k * N + j];
+    out[i * N + j] = s;
+  }
+  std::memcpy(d.x, out, sizeof out);
+}
+template <int M, int N, int K>
+static inline void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, float>& f, unsigned ldm, layout_t) {
+  const int tid = emu_tid();
+  std::barrier<>& bar = *emu_warp_barriers[tid / 32];
+  bar.arrive_and_wait();
+  if (tid % 32 == 0) for (int r = 0; r < M; ++r) for (int c = 0; c < N; ++c) p[r * ldm + c] = f.x[r * N + c];
+  bar.arrive_and_wait();
+}
+} }
 """
 
 _LAUNCHER = r"""

@@ -1,17 +1,24 @@
 """Tiled GEMM kernels: dot, and convolution as an implicit GEMM.
 
-Both are ``C[batch, M, N] = sum_K A[batch, M, K] B[batch, K, N]`` with 64x64
-output tiles, 16-deep shared-memory slices and a 4x4 register tile per thread
-(block 16x16: rows ``ty + 16 i``, cols ``tx + 16 j``, so stores are coalesced).
+Both are ``C[batch, M, N] = sum_K A[batch, M, K] B[batch, K, N]``. ``dot_gemm`` and ``conv_gemm``
+describe the product (a ``Gemm``: sizes, element loaders, the result index); two engines compute it:
+
+* ``kernel_wmma`` (strategies ``dot-wmma``, ``conv-wmma``, tried first): f16 x f16 and bf16 x bf16
+  products on the tensor cores;
+* ``emit_gemm`` here (``dot-tiled``, ``conv-implicit-gemm``): CUDA-core FMAs with 64x64 output tiles,
+  16-deep shared-memory slices and a 4x4 register tile per thread (block 16x16: rows ``ty + 16 i``,
+  cols ``tx + 16 j``, so stores are coalesced).
+
 A and B elements are computed by the elemental rules while the slices load
 (zeros past the edges), so fused operand producers (a transpose, a convert, a
 broadcast) cost no memory pass. f32, f16 and bf16 accumulate in f32, f64 in
-f64 (the value is rounded to the dot's type before an epilogue). The kernel
-takes the dot or convolution alone, or at the heart of an output fusion whose
+f64 (the value is rounded to the dot's type before an epilogue). The kernels
+take the dot or convolution alone, or at the heart of an output fusion whose
 root is an elementwise function of it (bias, activation, residual: computed
-per result element before the store). Integer and pred dots, grouped
-(depthwise) or lhs-dilated convolutions, and products under 1024 outputs go to
-the elemental loop.
+per result element before the store, ``store_result``). Integer and pred dots,
+grouped or lhs-dilated convolutions, and products under 1024 outputs go to
+other strategies (depthwise convolutions have their own kernel; the rest the
+elemental loop).
 
 * dot: ``A`` is the lhs with free dims flattened to M and contracting dims to
   K (dim order), ``B`` the rhs likewise.
@@ -23,11 +30,12 @@ the elemental loop.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
-from backends.cpu.elemental import linear_index
 from backends.cuda import dialect as D
-from backends.cuda.kernels import KernelBuilder, ceil_div, delinearize, epilogue_core, prod, strategy
+from backends.cuda import kernel_wmma  # its engine; the module is read at call time (import cycle)
+from backends.cuda.kernels import KernelBuilder, ceil_div, delinearize, epilogue_core, prod, store_result, strategy
 from hlo.dtypes import PrimitiveType as P
 from hlo.opcodes import Opcode
 
@@ -46,11 +54,27 @@ def _row_major(shape) -> bool:
 Loader = Callable[[D.CudaBuffer, object, str, str], None]
 
 
-def emit_gemm(kb: KernelBuilder, core, nb: int, m: int, n: int, k: int, load_a: Loader, load_b: Loader,
-              out_index: Callable[[], tuple], note: str):
-    """The tiled GEMM kernel for ``core`` (a dot or convolution: the root, or under an elementwise
-    epilogue); ``out_index()`` gives the result's multi-index at output row ``mm``, col ``nn``."""
-    out = kb.outs[0]
+@dataclass(frozen=True)
+class Gemm:
+    """A product a GEMM kernel computes: ``core`` (a dot or convolution: the root, or under an
+    elementwise epilogue), batch ``nb`` x [m, k] x [k, n], the loaders of A and B elements, and
+    ``out_index()``: the result's multi-index (and linear offset, or None) at output row ``mm``, col
+    ``nn``."""
+
+    core: object
+    nb: int
+    m: int
+    n: int
+    k: int
+    load_a: Loader
+    load_b: Loader
+    out_index: Callable[[], tuple]
+    note: str
+
+
+def emit_gemm(kb: KernelBuilder, g: Gemm):
+    """The CUDA-core tiled GEMM kernel for ``g``."""
+    core, nb, m, n, k, load_a, load_b = g.core, g.nb, g.m, g.n, g.k, g.load_a, g.load_b
     acc_t = "double" if core.shape.dtype is P.F64 else "float"
     body = D.CudaBuffer()
     em = kb.emitter(body)
@@ -85,26 +109,10 @@ def emit_gemm(kb: KernelBuilder, core, nb: int, m: int, n: int, k: int, load_a: 
         with body.block("for (int j = 0; j < 4; ++j)"):
             body.line("const int64_t nn = n0 + tx + 16 * j;")
             with body.block(f"if (mm < {m} && nn < {n})"):
-                idx, offset = out_index()
-                value = "acc[i][j]"
-                if core is not kb.root:  # the epilogue, on this element only
-                    value = body_tmp(body, kb, D.compute(core.shape.dtype), D.load(core.shape.dtype, D.store(
-                        core.shape.dtype, "acc[i][j]")))
-                    em.external[core.name] = lambda _idx, v=value: v
-                    em.push()
-                    value = em.emit(kb.root.name, idx)
-                    em.pop()
-                body.line(f"{kb.pointer(out, write=True)}[{offset or linear_index(out.shape, idx)}] = "
-                          f"{D.store(out.shape.dtype, value)};")
+                store_result(body, kb, em, core, g.out_index, "acc[i][j]")
     epilogue = f", epilogue %{kb.root.name}" if core is not kb.root else ""
-    note += f"{epilogue}, {BM}x{BN} tiles, {BK}-deep shared slices, 4x4 per thread, {acc_t} accumulation"
+    note = "tiled " + g.note + f"{epilogue}, {BM}x{BN} tiles, {BK}-deep shared slices, 4x4 per thread, {acc_t} accumulation"
     return kb.finish(body, (ceil_div(n, BN), ceil_div(m, BM), nb), (16, 16), note)
-
-
-def body_tmp(body, kb: KernelBuilder, ctype: str, expr: str) -> str:
-    name = kb.names.fresh("c")
-    body.line(f"const {ctype} {name} = {expr};")
-    return name
 
 
 def _guarded(body, em, guard: str, operand: str, idx, var: str, acc_t: str) -> None:
@@ -121,8 +129,8 @@ def _index(shape, groups) -> tuple[str, ...]:
     return tuple(idx)
 
 
-@strategy("dot-tiled")
-def dot_kernel(kb: KernelBuilder):
+def dot_gemm(kb: KernelBuilder) -> Gemm | None:
+    """The product of a dot (alone or under an epilogue), or None when the GEMM kernels don't take it."""
     root = epilogue_core(kb, Opcode.DOT)
     if root is None or len(kb.outs) != 1:
         return None
@@ -151,11 +159,11 @@ def dot_kernel(kb: KernelBuilder):
     def out_index():
         offset = f"(bt * {m} + mm) * {n} + nn"  # the result is row-major
         return delinearize(offset, out.shape.dims), offset
-    return emit_gemm(kb, root, nb, m, n, k, load_a, load_b, out_index, f"tiled dot: batch {nb}, [{m}, {k}] x [{k}, {n}]")
+    return Gemm(root, nb, m, n, k, load_a, load_b, out_index, f"dot: batch {nb}, [{m}, {k}] x [{k}, {n}]")
 
 
-@strategy("conv-implicit-gemm")
-def conv_kernel(kb: KernelBuilder):
+def conv_gemm(kb: KernelBuilder) -> Gemm | None:
+    """The implicit-GEMM product of a convolution, or None when the GEMM kernels don't take it."""
     root = epilogue_core(kb, Opcode.CONVOLUTION)
     if root is None or len(kb.outs) != 1:
         return None
@@ -210,4 +218,28 @@ def conv_kernel(kb: KernelBuilder):
             idx[d] = mi[1 + s]
         return tuple(idx), None
     note = f"convolution as implicit GEMM: [{m} positions, {k} = window x {cin}] x [{k}, {n} features]"
-    return emit_gemm(kb, root, 1, m, n, k, load_a, load_b, out_index, note)
+    return Gemm(root, 1, m, n, k, load_a, load_b, out_index, note)
+
+
+@strategy("dot-wmma")
+def dot_wmma_kernel(kb: KernelBuilder):
+    g = dot_gemm(kb)
+    return None if g is None or not kernel_wmma.takes_tensor_cores(kb, g.core) else kernel_wmma.emit_wmma_gemm(kb, g)
+
+
+@strategy("dot-tiled")
+def dot_kernel(kb: KernelBuilder):
+    g = dot_gemm(kb)
+    return None if g is None else emit_gemm(kb, g)
+
+
+@strategy("conv-wmma")
+def conv_wmma_kernel(kb: KernelBuilder):
+    g = conv_gemm(kb)
+    return None if g is None or not kernel_wmma.takes_tensor_cores(kb, g.core) else kernel_wmma.emit_wmma_gemm(kb, g)
+
+
+@strategy("conv-implicit-gemm")
+def conv_kernel(kb: KernelBuilder):
+    g = conv_gemm(kb)
+    return None if g is None else emit_gemm(kb, g)

@@ -161,6 +161,28 @@ def epilogue_core(kb: "KernelBuilder", opcode: Opcode) -> HloInstruction | None:
     return core if kb.root.name in seen else None
 
 
+def store_result(body, kb: KernelBuilder, em, core, out_index: Callable[[], tuple], acc: str) -> None:
+    """Write result element (``mm``, ``nn``) from the accumulated ``acc``: rounded to the core's type,
+    then through the epilogue (the fused root computed on this element only) when there is one."""
+    out = kb.outs[0]
+    idx, offset = out_index()
+    value = acc
+    if core is not kb.root:
+        value = body_tmp(body, kb, D.compute(core.shape.dtype), D.load(core.shape.dtype, D.store(core.shape.dtype, acc)))
+        em.external[core.name] = lambda _idx, v=value: v
+        em.push()
+        value = em.emit(kb.root.name, idx)
+        em.pop()
+    body.line(f"{kb.pointer(out, write=True)}[{offset or linear_index(out.shape, idx)}] = "
+              f"{D.store(out.shape.dtype, value)};")
+
+
+def body_tmp(body, kb: KernelBuilder, ctype: str, expr: str) -> str:
+    name = kb.names.fresh("c")
+    body.line(f"const {ctype} {name} = {expr};")
+    return name
+
+
 def comment(text: str) -> str:
     return "/* " + text.replace("/*", "/ *").replace("*/", "* /") + " */"
 

@@ -22,6 +22,8 @@ _HEADER = r"""
 #include <math.h>
 #include <string.h>
 #include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <mma.h>
 
 
 __device__ __forceinline__ float tfxla_bf16_to_f32(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }

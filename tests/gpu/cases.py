@@ -156,6 +156,28 @@ ENTRY main {
   ROOT t = (f32[128,70], f16[2,64,80], f32[96,70]) tuple(d1, d2, d3)
 }
 """,
+    "tensor_cores": """HloModule tensor_cores
+ENTRY main {
+  a = bf16[3,77,50] parameter(0)
+  b = bf16[3,50,45] parameter(1)
+  bias = f32[45] parameter(2)
+  x = f16[2,9,9,24] parameter(3)
+  k = f16[3,3,24,40] parameter(4)
+  w = f32[100,36] parameter(5)
+  v = f16[36,130] parameter(6)
+  d = bf16[3,77,45] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}
+  df = f32[3,77,45] convert(d)
+  bb = f32[3,77,45] broadcast(bias), dimensions={2}
+  db = f32[3,77,45] add(df, bb)
+  zero = f32[] constant(0)
+  zb = f32[3,77,45] broadcast(zero), dimensions={}
+  dr = f32[3,77,45] maximum(db, zb)
+  c = f16[2,9,9,40] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  wh = f16[100,36] convert(w)
+  mixed = f32[100,130] dot(wh, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (f32[3,77,45], f16[2,9,9,40], f32[100,130]) tuple(dr, c, mixed)
+}
+""",
     "convolutions": """HloModule convolutions
 ENTRY main {
   x = f32[2,16,16,8] parameter(0)

@@ -256,7 +256,9 @@ def bench_stage(rep: Report, repeats: int):
                     f"correct: {r['ok']}; kernels {r['kernels']}")
         else:
             rep.log(f"- {r['name']} {r['shape']}: ours {r['ours_ms']:.3f} ms, jax.jit {r['jax_ms']:.3f} ms, "
-                    f"**{r['speedup_vs_jax']:.2f}x** (target >= 1), correct: {r['ok']}; kernels {r['kernels']}")
+                    f"**{r['speedup_vs_jax']:.2f}x** (target >= 1), correct: {r['ok']}; kernels {r['kernels']}"
+                    + (f"; CUDA cores (no wmma) {r['cuda_cores_ms']:.3f} ms; TFLOPS ours {r['tflops_ours']:.1f}, "
+                       f"jax {r['tflops_jax']:.1f}" if r["name"] == "matmul_f16" else ""))
     return results
 
 
