@@ -1,7 +1,8 @@
 """Tiled GEMM kernels: dot, and convolution as an implicit GEMM.
 
 Both are ``C[batch, M, N] = sum_K A[batch, M, K] B[batch, K, N]``. ``dot_gemm`` and ``conv_gemm``
-describe the product (a ``Gemm``: sizes, element loaders, the result index); two engines compute it:
+describe the product (a ``gemm.Gemm``: sizes, element loaders, the result index); two engines
+compute it:
 
 * ``kernel_wmma`` (strategies ``dot-wmma``, ``conv-wmma``, tried first): f16 x f16 and bf16 x bf16
   products on the tensor cores;
@@ -30,11 +31,9 @@ elemental loop).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 from backends.cuda import dialect as D
-from backends.cuda import kernel_wmma  # its engine; the module is read at call time (import cycle)
+from backends.cuda.gemm import Gemm, emit_slice_loads
+from backends.cuda import kernel_wmma  # read at call time: kernel_wmma imports kernels, which imports us
 from backends.cuda.kernels import KernelBuilder, ceil_div, delinearize, epilogue_core, prod, store_result, strategy
 from hlo.dtypes import PrimitiveType as P
 from hlo.opcodes import Opcode
@@ -50,31 +49,9 @@ def _row_major(shape) -> bool:
         tuple(shape.layout.minor_to_major) == tuple(range(shape.rank - 1, -1, -1))
 
 
-# (body, em, row or col variable, k variable): writes the element into ``av`` / ``bv`` (zero outside)
-Loader = Callable[[D.CudaBuffer, object, str, str], None]
-
-
-@dataclass(frozen=True)
-class Gemm:
-    """A product a GEMM kernel computes: ``core`` (a dot or convolution: the root, or under an
-    elementwise epilogue), batch ``nb`` x [m, k] x [k, n], the loaders of A and B elements, and
-    ``out_index()``: the result's multi-index (and linear offset, or None) at output row ``mm``, col
-    ``nn``."""
-
-    core: object
-    nb: int
-    m: int
-    n: int
-    k: int
-    load_a: Loader
-    load_b: Loader
-    out_index: Callable[[], tuple]
-    note: str
-
-
 def emit_gemm(kb: KernelBuilder, g: Gemm):
     """The CUDA-core tiled GEMM kernel for ``g``."""
-    core, nb, m, n, k, load_a, load_b = g.core, g.nb, g.m, g.n, g.k, g.load_a, g.load_b
+    core, nb, m, n, k = g.core, g.nb, g.m, g.n, g.k
     acc_t = "double" if core.shape.dtype is P.F64 else "float"
     body = D.CudaBuffer()
     em = kb.emitter(body)
@@ -85,16 +62,7 @@ def emit_gemm(kb: KernelBuilder, g: Gemm):
     body.line("[[maybe_unused]] const int64_t bt = blockIdx.z;")
     body.line(f"const int64_t m0 = (int64_t)blockIdx.y * {BM}, n0 = (int64_t)blockIdx.x * {BN};")
     with body.block(f"for (int64_t k0 = 0; k0 < {k}; k0 += {BK})"):
-        for name, load, size, coords, slot in (
-                ("a", load_a, BM * BK, f"am = m0 + l / {BK}, ak = k0 + l % {BK}", f"As[l % {BK}][l / {BK}]"),
-                ("b", load_b, BK * BN, f"bk = k0 + l / {BN}, bn = n0 + l % {BN}", f"Bs[l / {BN}][l % {BN}]")):
-            with body.block(f"for (int l = tid; l < {size}; l += 256)"):
-                body.line(f"const int64_t {coords};")
-                body.line(f"{acc_t} {name}v = 0;")
-                em.push()
-                load(body, em, "am" if name == "a" else "bn", "ak" if name == "a" else "bk")
-                em.pop()
-                body.line(f"{slot} = {name}v;")
+        emit_slice_loads(body, em, g, (BM, BN, BK), 256, (f"As[l % {BK}][l / {BK}]", f"Bs[l / {BN}][l % {BN}]"), acc_t)
         body.line("__syncthreads();")
         body.line("#pragma unroll")
         with body.block(f"for (int kk = 0; kk < {BK}; ++kk)"):

@@ -19,6 +19,7 @@ Accumulation is in f32 as in the FMA kernel; only the order of the additions dif
 from __future__ import annotations
 
 from backends.cuda import dialect as D
+from backends.cuda.gemm import Gemm, emit_slice_loads
 from backends.cuda.kernels import KernelBuilder, ceil_div, store_result
 from hlo.dtypes import PrimitiveType as P
 
@@ -44,9 +45,9 @@ def takes_tensor_cores(kb: KernelBuilder, core) -> bool:
     return kb.options.tensor_cores and _operand_type(kb, core) is not None
 
 
-def emit_wmma_gemm(kb: KernelBuilder, g):
-    """The tensor-core kernel for ``g`` (a ``kernel_dot.Gemm`` that ``takes_tensor_cores``)."""
-    core, nb, m, n, k, load_a, load_b = g.core, g.nb, g.m, g.n, g.k, g.load_a, g.load_b
+def emit_wmma_gemm(kb: KernelBuilder, g: Gemm):
+    """The tensor-core kernel for ``g`` (one that ``takes_tensor_cores``)."""
+    core, nb, m, n, k = g.core, g.nb, g.m, g.n, g.k
     ctype, convert = _TYPES[_operand_type(kb, core)]
     lda, ldb, ldc = BK + PAD_AB, BN + PAD_AB, BN + PAD_C
     frags = WM // FRAG, WN // FRAG
@@ -64,16 +65,8 @@ def emit_wmma_gemm(kb: KernelBuilder, g):
     body.line(f"for (int i = 0; i < {frags[0]}; ++i) for (int j = 0; j < {frags[1]}; ++j) "
               f"nvcuda::wmma::fill_fragment(acc[i][j], 0.0f);")
     with body.block(f"for (int64_t k0 = 0; k0 < {k}; k0 += {BK})"):
-        for name, load, size, coords, slot in (
-                ("a", load_a, BM * BK, f"am = m0 + l / {BK}, ak = k0 + l % {BK}", f"As[l / {BK}][l % {BK}]"),
-                ("b", load_b, BK * BN, f"bk = k0 + l / {BN}, bn = n0 + l % {BN}", f"Bs[l / {BN}][l % {BN}]")):
-            with body.block(f"for (int l = tid; l < {size}; l += {THREADS})"):
-                body.line(f"const int64_t {coords};")
-                body.line(f"float {name}v = 0;")
-                em.push()
-                load(body, em, "am" if name == "a" else "bn", "ak" if name == "a" else "bk")
-                em.pop()
-                body.line(f"{slot} = {convert}({name}v);")
+        emit_slice_loads(body, em, g, (BM, BN, BK), THREADS, (f"As[l / {BK}][l % {BK}]", f"Bs[l / {BN}][l % {BN}]"),
+                         "float", convert)
         body.line("__syncthreads();")
         with body.block(f"for (int kk = 0; kk < {BK}; kk += {FRAG})"):
             for use, count in (("a", frags[0]), ("b", frags[1])):
