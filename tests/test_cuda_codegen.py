@@ -120,10 +120,10 @@ def test_transposes_dots_and_elementwise_loops_get_their_kernels() -> None:
     assert "float4" not in odd.source.split("#undef TFXLA_SHFL")[1]
 
 
-def test_convolutions_are_implicit_gemms_with_their_epilogue_and_depthwise_ones_loops() -> None:
+def test_convolutions_are_implicit_gemms_with_their_epilogue_and_depthwise_ones_their_own_kernel() -> None:
     g = generated("convolutions")
-    assert sorted(g.strategies.values()) == ["conv-implicit-gemm"] * 3 + ["loop"]
-    assert g.strategies["k2_d"] == "loop"  # feature_group_count=8 (depthwise)
+    assert sorted(g.strategies.values()) == ["conv-depthwise"] + ["conv-implicit-gemm"] * 3
+    assert g.strategies["k2_d"] == "conv-depthwise"  # feature_group_count=8 (depthwise)
     assert "epilogue %cb" in g.source  # the bias add of the output fusion, applied before the store
     launches = {launch.kernel: launch for launch in g.program.launches()}
     assert launches["k0_fusion_0"].grid == (1, 8, 1) and launches["k0_fusion_0"].block == (16, 16, 1)

@@ -3,7 +3,8 @@
 ``tests/test_cuda_golden/<name>.cu`` holds one kernel (its comment lines and body) of a module
 in ``tests.gpu.cases.MODULES`` after our HLO pipeline: an elementwise loop fusion (float4),
 a row reduction (warp per row), a column reduction, a tiled transpose of a fused exponential,
-a tiled dot, and an f16 dot on the tensor cores. A change to the generator that changes them
+a tiled dot, an f16 dot on the tensor cores, and a depthwise convolution with a bias + relu6
+epilogue. A change to the generator that changes them
 must update the files (``TFXLA_UPDATE_GOLDEN=1``) and be read by a person; the files were checked by hand when written.
 """
 
@@ -28,6 +29,7 @@ CASES = {  # golden file -> (module, kernel)
     "transpose_exp": ("transposes", "k1_fusion_0"),
     "dot": ("dots", "k0_d1"),
     "dot_wmma": ("dots", "k1_d2"),
+    "depthwise": ("depthwise", "k0_fusion_0"),
 }
 
 

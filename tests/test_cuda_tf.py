@@ -137,6 +137,17 @@ def test_emulated_cuda_kernels_serve_every_batch_size(emulated_cuda) -> None:
     assert f.compiled_graph(*_args(2)).tiling is not None
 
 
+def _depthwise(x, w, b):
+    return tf.nn.relu6(tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "SAME") + b)
+
+
+def test_an_emulated_depthwise_convolution_gets_its_kernel_and_matches_tensorflow(emulated_cuda) -> None:
+    x, w, b = (tf.constant(RNG.standard_normal(s).astype(np.float32)) for s in ((2, 9, 11, 8), (3, 3, 8, 2), (16,)))
+    f = tfxla_plugin.function(_depthwise, backend="cuda")
+    assert "depthwise convolution: 16 features (8 inputs x multiplier 2)" in f.experimental_get_compiler_ir(x, w, b)(stage="c")
+    np.testing.assert_allclose(f(x, w, b).numpy(), _depthwise(x, w, b).numpy(), rtol=1e-5, atol=1e-5)
+
+
 # --- SavedModels ----------------------------------------------------------------------------------
 
 class _Model(tf.Module):

@@ -164,9 +164,23 @@ def linear_index(shape: Shape, idx: Index) -> str:
     stride = 1
     for d in order:
         if shape.dims[d] != 1:
-            terms.append(idx[d] if stride == 1 else f"{idx[d]} * {stride}")
+            e = idx[d] if " " not in idx[d] or _enclosed(idx[d]) else f"({idx[d]})"  # "a + b" * s needs parentheses
+            terms.append(e if stride == 1 else f"{e} * {stride}")
         stride *= shape.dims[d]
     return " + ".join(f"({t})" if " " in t else t for t in terms) or "0"
+
+
+def _enclosed(expr: str) -> bool:
+    """Whether ``expr`` is one parenthesized group, e.g. ``(a + b)`` but not ``(a) + (b)``."""
+    if not (expr.startswith("(") and expr.endswith(")")):
+        return False
+    depth = 0
+    for k, ch in enumerate(expr):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and k < len(expr) - 1:
+            return False
+    return True
 
 
 def delinearize(offset: str, shape: Shape) -> Index:

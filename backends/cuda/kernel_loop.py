@@ -5,9 +5,10 @@ Every output element is computed by the CPU backend's elemental rules (see
 loop fusion those rules take: elementwise math, broadcasts, slices, pads,
 gathers, reductions and dots that no better strategy took (an inner loop per
 element), and direct convolution (each thread walks its window and input
-features, which also covers depthwise convolutions: groups index their own
-input features). Multi-output fusions whose outputs share dims write every
-output from the same element.
+features; grouped convolutions too, groups indexing their own input features;
+depthwise ones come here only when ``kernel_depthwise`` declines them).
+Multi-output fusions whose outputs share dims write every output from the
+same element.
 
 Vectorized loads and stores: when the outputs are f32, row-major and their
 count a multiple of 4, each thread handles 4 consecutive elements; an

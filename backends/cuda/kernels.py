@@ -214,4 +214,4 @@ def delinearize(offset: str, dims) -> tuple[str, ...]:
 
 
 # Importing the strategy modules registers them, in this (priority) order.
-from backends.cuda import kernel_transpose, kernel_dot, kernel_reduce, kernel_serial, kernel_loop  # noqa: E402,F401
+from backends.cuda import kernel_transpose, kernel_dot, kernel_depthwise, kernel_reduce, kernel_serial, kernel_loop  # noqa: E402,F401

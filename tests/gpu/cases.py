@@ -4,7 +4,9 @@
 one strategy or host step: elementwise loops (float4 and scalar), row, split
 and column reductions, a variadic (argmax) reduction, tiled transposes, tiled
 dots (f32, batched f16, transposed operand), softmax and layer norm, while and
-conditional, sort and scatter, and f16/bf16/integer element types. They run
+conditional, sort and scatter, f16/bf16/integer element types, and depthwise
+convolutions (bias + relu6 epilogue, stride 2, multiplier 2, f16, NCHW with
+rhs dilation and reversal, 1-D f64). They run
 through ``backends.cpu.pipeline.optimize`` first, so they test fusions.
 
 ``corpus()`` reads ``tests/gpu/corpus.npz`` (written by ``python -m
@@ -317,6 +319,37 @@ ENTRY main {{
   t = bf16[33] convert(r)
   ROOT o = (f16[33,40], bf16[33]) tuple(e, t)
 }}
+""",
+    "depthwise": """HloModule depthwise
+ENTRY main {
+  x = f32[2,9,11,24] parameter(0)
+  w = f32[3,3,1,24] parameter(1)
+  b = f32[24] parameter(2)
+  xs = f32[4,16,18,32] parameter(3)
+  ws = f32[3,3,1,32] parameter(4)
+  xm = f32[2,12,10,8] parameter(5)
+  wm = f32[3,3,1,16] parameter(6)
+  xh = f16[2,9,11,24] parameter(7)
+  wh = f16[5,5,1,24] parameter(8)
+  xc = f32[2,8,12,10] parameter(9)
+  wc = f32[16,1,3,3] parameter(10)
+  xd = f64[8,100,32] parameter(11)
+  wd = f64[2,1,32] parameter(12)
+  c = f32[2,9,11,24] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=24
+  bb = f32[2,9,11,24] broadcast(b), dimensions={3}
+  cb = f32[2,9,11,24] add(c, bb)
+  zero = f32[] constant(0)
+  six = f32[] constant(6)
+  zb = f32[2,9,11,24] broadcast(zero), dimensions={}
+  sb = f32[2,9,11,24] broadcast(six), dimensions={}
+  relu6 = f32[2,9,11,24] clamp(zb, cb, sb)
+  s = f32[4,8,9,32] convolution(xs, ws), window={size=3x3 stride=2x2 pad=0_1x0_1}, dim_labels=b01f_01io->b01f, feature_group_count=32
+  m = f32[2,12,10,16] convolution(xm, wm), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=8
+  h = f16[2,9,11,24] convolution(xh, wh), window={size=5x5 pad=2_2x2_2}, dim_labels=b01f_01io->b01f, feature_group_count=24
+  n = f32[2,16,12,10] convolution(xc, wc), window={size=3x3 pad=2_2x2_2 rhs_dilate=2x2 rhs_reversal=0x1}, dim_labels=bf01_oi01->bf01, feature_group_count=8
+  o = f64[8,33,32] convolution(xd, wd), window={size=2 stride=3}, dim_labels=b0f_0io->b0f, feature_group_count=32
+  ROOT t = (f32[2,9,11,24], f32[4,8,9,32], f32[2,12,10,16], f16[2,9,11,24], f32[2,16,12,10], f64[8,33,32]) tuple(relu6, s, m, h, n, o)
+}
 """,
 }
 

@@ -9,7 +9,7 @@ extern "C" __global__ void __launch_bounds__(256) k2_fusion_2(const float* __res
   const int64_t k_hi = k_lo + 1000 < 10000 ? k_lo + 1000 : 10000;
   if (col < 3) {
     for (int64_t k = k_lo + threadIdx.y; k < k_hi; k += 8) {
-      const float x3 = p0[(col) + ((k) % 10 * 3) + (((k) / 10) * 30)];
+      const float x3 = p0[(col) + (((k) % 10) * 3) + (((k) / 10) * 30)];
       const float v4 = (acc1 + x3);
       acc1 = v4;
     }
