@@ -476,3 +476,31 @@ def test_serves_a_model_that_calls_tfxla_launch(tmp_path):
     np.testing.assert_allclose(np.asarray(r.json()["predictions"], np.float32), want, rtol=1e-6, atol=1e-6)
     r = post(app, "/v1/models/jit:predict", {"instances": x[:1].tolist()})
     assert r.status_code == 400 and "expected shape [2, 4], got [1, 4]" in r.json()["error"]
+
+
+def test_inter_op_threads_default_to_one_for_wrapped_models_only(tmp_path, models):
+    from tfxla_plugin.serving.model import MANIFEST, inter_op_threads_for
+
+    wrapped = tmp_path / "wrapped"
+    wrapped.mkdir()
+    (wrapped / MANIFEST).write_text("{}")
+    assert inter_op_threads_for(wrapped, None) == 1  # kernels use every CPU: one TF thread runs them
+    assert inter_op_threads_for(models["one"], None) is None  # a plain model keeps TF's default
+    assert inter_op_threads_for(models["one"], 3) == 3 and inter_op_threads_for(wrapped, 0) == 0
+    with pytest.raises(ValueError, match="inter_op_threads must be >= 0"):
+        inter_op_threads_for(wrapped, -1)
+    with pytest.raises(ValueError, match="inter_op_threads must be >= 0"):
+        make_app(models["one"], "one", inter_op_threads=-2)
+
+
+def test_inter_op_threads_after_tf_started_is_a_warning_not_an_error(caplog):
+    import tensorflow as tf
+
+    from tfxla_plugin.serving.model import apply_inter_op_threads
+
+    tf.constant(1.0) + 1.0  # the runtime is running in this process
+    current = tf.config.threading.get_inter_op_parallelism_threads()
+    with caplog.at_level(logging.WARNING, logger="tfxla.serve"):
+        assert apply_inter_op_threads(current + 1) == current
+        assert apply_inter_op_threads(None) == current
+    assert "cannot set TensorFlow's inter-op threads" in caplog.text

@@ -112,6 +112,7 @@ def rows(n: int, seed: int) -> list[np.ndarray]:
 def test_serve_concurrent_requests_errors_and_sigint(models, expected, tmp_path):
     log_path = tmp_path / "serve.log"
     with server(models["one"], log_path, "--num_workers", "2", "--max_request_bytes", "100000") as (proc, url):
+        assert "inter-op threads=TF default]" in log_path.read_text()  # not a wrapped model: TF's own
         assert httpx.get(f"{url}/v1/models/one/metadata").json()["model_spec"]["name"] == "one"
         xs = rows(200, seed=0)
         for x, r in zip(xs, predict_many(url, xs)):
@@ -135,8 +136,9 @@ def test_serve_concurrent_requests_errors_and_sigint(models, expected, tmp_path)
 
 def test_serve_batching_merges_and_finishes_in_flight_on_sigterm(models, expected, tmp_path):
     log_path = tmp_path / "serve_batching.log"
-    flags = ("--batching", "--max_batch_size", "8", "--batch_timeout_micros", "1500000")
+    flags = ("--batching", "--max_batch_size", "8", "--batch_timeout_micros", "1500000", "--inter_op_threads", "1")
     with server(models["one"], log_path, *flags) as (proc, url):
+        assert "inter-op threads=1]" in log_path.read_text()  # set before TF started, in force
         xs = rows(16, seed=1)
         for x, r in zip(xs, predict_many(url, xs)):
             assert r.status_code == 200, r.text

@@ -514,6 +514,14 @@ class ModuleCodegen:
         return GeneratedKernel(self._assemble(signature, bases, entry_fn), signature, total, offsets,
                                tuple(self.libraries), report, tuple(self.include_dirs), tuple(self.library_dirs))
 
+    def _starts_parallel_regions(self) -> bool:
+        """Whether a run starts OpenMP parallel regions: its own loops, or oneDNN's primitives. libgomp
+        keeps a team per thread that ever started one, and once the teams' threads outnumber the CPUs
+        it stops spinning between regions in the whole process, so a kernel without them must not make
+        one (``tfxla_sync_fp_mode`` would, on each new calling thread)."""
+        return any("#pragma omp parallel" in text or "dnnl_" in text
+                   for text in [self.functions[n].function_text() for n in self.order])
+
     def _assemble(self, signature: dict, bases: dict[str, int], entry_fn: str) -> str:
         entry = self.module.entry
         out = IndentedBuffer()
@@ -552,7 +560,8 @@ class ModuleCodegen:
                        "void* const* out, char* scratch, char* err, size_t errlen)"):
             emit_run_checks(out, [(f"input {p.parameter_number} (%%{p.name})", p.shape.dims)
                                   for p in entry.parameters])
-            out.line("tfxla_sync_fp_mode();")
+            if self._starts_parallel_regions():  # a serial kernel starts no OpenMP team on its caller's thread
+                out.line("tfxla_sync_fp_mode();")
             out.line("tfxla_scratch_base = scratch;")
             out.line("tfxla_st = (tfxla_state*)state;")
             out.line(f"return {entry_fn}((void* const*)in, out, scratch + TFXLA_BASE_{entry_fn}, err, errlen);")

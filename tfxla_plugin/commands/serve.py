@@ -17,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
                      batching=args.batching, max_batch_size=args.max_batch_size,
                      batch_timeout_micros=args.batch_timeout_micros, num_workers=args.num_workers,
                      max_request_bytes=args.max_request_bytes, request_timeout_s=args.request_timeout,
-                     shutdown_timeout_s=args.shutdown_timeout)
+                     shutdown_timeout_s=args.shutdown_timeout, inter_op_threads=args.inter_op_threads)
     except (ModelLoadError, ValueError, OSError) as e:
         print(f"tfxla serve: {e}", file=sys.stderr)
         return 1
@@ -40,6 +40,9 @@ def register(sub) -> None:
                    help="longest wait for a batch to fill, in microseconds (default 2000)")
     p.add_argument("--num_workers", type=int, default=None,
                    help="threads running signature calls (default min(4, CPUs))")
+    p.add_argument("--inter_op_threads", type=int, default=None,
+                   help="TensorFlow inter-op threads (default: 1 for a wrapped model, whose kernels use every "
+                        "CPU; TensorFlow's own default otherwise; 0: TensorFlow's default)")
     p.add_argument("--max_request_bytes", type=int, default=64 << 20,
                    help="largest request body accepted (default 64 MiB; larger gets 413)")
     p.add_argument("--request_timeout", type=float, default=60.0,

@@ -57,12 +57,15 @@ class ServeOptions:
     num_workers: int | None = None  # None: min(4, CPU count)
     max_request_bytes: int = 64 << 20
     request_timeout_s: float = 60.0
+    inter_op_threads: int | None = None  # None: 1 for a wrapped model, else TF's default (model.inter_op_threads_for)
 
     def __post_init__(self):
         if self.num_workers is not None and self.num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {self.num_workers}")
         if self.max_request_bytes < 1:
             raise ValueError(f"max_request_bytes must be >= 1, got {self.max_request_bytes}")
+        if self.inter_op_threads is not None and self.inter_op_threads < 0:
+            raise ValueError(f"inter_op_threads must be >= 0, got {self.inter_op_threads}")
         if not self.request_timeout_s > 0:
             raise ValueError(f"request_timeout_s must be > 0, got {self.request_timeout_s}")
         BatchOptions(self.max_batch_size, self.batch_timeout_micros)  # validates them
@@ -292,7 +295,8 @@ def build_app(model: ServedModel, model_name: str, options: ServeOptions = Serve
 
 def make_app(model_dir, model_name: str, *, tag_set: str = "serve", batching: bool = False,
              max_batch_size: int = 32, batch_timeout_micros: int = 2000, num_workers: int | None = None,
-             max_request_bytes: int = 64 << 20, request_timeout_s: float = 60.0) -> Starlette:
+             max_request_bytes: int = 64 << 20, request_timeout_s: float = 60.0,
+             inter_op_threads: int | None = None) -> Starlette:
     """Loads the SavedModel at ``model_dir`` and returns the ASGI app serving it as ``model_name``.
 
     Raises ``model.ModelLoadError`` when the directory is not a loadable SavedModel and
@@ -300,5 +304,6 @@ def make_app(model_dir, model_name: str, *, tag_set: str = "serve", batching: bo
     """
     options = ServeOptions(tag_set=tag_set, batching=batching, max_batch_size=max_batch_size,
                            batch_timeout_micros=batch_timeout_micros, num_workers=num_workers,
-                           max_request_bytes=max_request_bytes, request_timeout_s=request_timeout_s)
-    return build_app(ServedModel(model_dir, tag_set), model_name, options)
+                           max_request_bytes=max_request_bytes, request_timeout_s=request_timeout_s,
+                           inter_op_threads=inter_op_threads)
+    return build_app(ServedModel(model_dir, tag_set, inter_op_threads), model_name, options)
