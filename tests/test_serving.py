@@ -482,8 +482,8 @@ def test_inter_op_threads_default_to_one_for_wrapped_models_only(tmp_path, model
     from tfxla_plugin.serving.model import MANIFEST, inter_op_threads_for
 
     wrapped = tmp_path / "wrapped"
-    wrapped.mkdir()
-    (wrapped / MANIFEST).write_text("{}")
+    (wrapped / "assets").mkdir(parents=True)
+    (wrapped / "assets" / MANIFEST).write_text("{}")  # where tfxla wrap writes it
     assert inter_op_threads_for(wrapped, None) == 1  # kernels use every CPU: one TF thread runs them
     assert inter_op_threads_for(models["one"], None) is None  # a plain model keeps TF's default
     assert inter_op_threads_for(models["one"], 3) == 3 and inter_op_threads_for(wrapped, 0) == 0

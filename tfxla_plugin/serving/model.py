@@ -32,7 +32,7 @@ def inter_op_threads_for(model_dir: str | os.PathLike, requested: int | None) ->
         if requested < 0:
             raise ValueError(f"inter_op_threads must be >= 0 (0: TensorFlow's default), got {requested}")
         return requested
-    return 1 if (Path(model_dir) / MANIFEST).is_file() else None
+    return 1 if (Path(model_dir) / "assets" / MANIFEST).is_file() else None
 
 
 def apply_inter_op_threads(threads: int | None) -> int:
