@@ -166,7 +166,7 @@ def test_a_wrapped_model_is_served_with_one_inter_op_thread(models, expected, tm
     from tfxla_plugin import saved_model
 
     wrapped = tmp_path / "wrapped_one"
-    saved_model.wrap(models["one"], wrapped, progress=False)
+    saved_model.wrap(models["one"], wrapped, signatures=["serving_default"], progress=False)
     log_path = tmp_path / "serve_wrapped.log"
     with server(wrapped, log_path) as (proc, url):
         assert ", wrapped)" in log_path.read_text() and "inter-op threads=1]" in log_path.read_text()
