@@ -205,6 +205,26 @@ def test_row_dependent_signature_stays_in_tensorflow_under_auto(tmp_path) -> Non
         saved_model.wrap(tmp_path / "src", tmp_path / "dst2", jit_compile=True, progress=False)
 
 
+class _AnyShape(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32, name="z")])
+    def serve(self, z):
+        return {"y": tf.tanh(z) * 2.0 + tf.exp(-z * z)}
+
+
+def test_a_signature_with_unknown_inner_dims_wraps_and_stays_correct(tmp_path) -> None:
+    # A leading None with another unknown dim cannot be batch-tiled; it used to stop the whole wrap
+    # with "no input with an unknown leading (batch) dimension".
+    module = _AnyShape()
+    tf.saved_model.save(module, str(tmp_path / "src"), signatures={"serving_default": module.serve})
+    report = saved_model.wrap(tmp_path / "src", tmp_path / "dst", progress=False)
+    assert report.signatures[0].name == "serving_default"
+    sig = _signature(tmp_path / "dst")
+    for shape in ((2, 3), (5, 7)):
+        z = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(sig(z=tf.constant(z))["y"].numpy(), module.serve(tf.constant(z))["y"].numpy(),
+                                   rtol=1e-5, atol=1e-6)
+
+
 def test_cli_wrap_and_its_errors(tmp_path, capsys) -> None:
     tf.saved_model.save(_mlp(), str(tmp_path / "src"))
     assert cli_main(["wrap", "--dir", str(tmp_path / "src"), "--output_dir", str(tmp_path / "out"), "--quiet",

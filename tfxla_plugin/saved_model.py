@@ -34,7 +34,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from graph_passes.pipeline import summary_json
+from graph_passes.pipeline import batched_inputs, summary_json
 from tfxla_plugin import kernel_backends
 from tfxla_plugin._version import __version__
 from tfxla_plugin.cluster_compiler import sha256_file
@@ -123,8 +123,7 @@ class _Signature:
 
 def _compile_signature(name: str, cf, signature, *, jit_compile, flags: Flags, batch_tiles, bar) -> _Signature:
     must = jit_compile is True
-    inputs = tf.nest.flatten(signature.structured_input_signature, expand_composites=True)
-    batched = any(s.shape.rank and s.shape[0] is None for s in inputs)
+    batched = bool(batched_inputs(cf))  # a leading None and the other dims known: compiled per batch tile
 
     def progress(cluster, tile, compiled):
         bar.set_postfix_str(f"{name}/{cluster} b{tile}: {compiled.compile_seconds:.1f} s"
