@@ -189,25 +189,19 @@ def conv_gemm(kb: KernelBuilder) -> Gemm | None:
     return Gemm(root, 1, m, n, k, load_a, load_b, out_index, note)
 
 
-@strategy("dot-wmma")
-def dot_wmma_kernel(kb: KernelBuilder):
-    g = dot_gemm(kb)
-    return None if g is None or not kernel_wmma.takes_tensor_cores(kb, g.core) else kernel_wmma.emit_wmma_gemm(kb, g)
+def _register(describe, wmma_name: str, fma_name: str) -> None:
+    """The two strategies for the products ``describe`` takes: tensor cores first (f16/bf16), then FMAs."""
+    @strategy(wmma_name)
+    def on_tensor_cores(kb: KernelBuilder):
+        g = describe(kb)
+        return kernel_wmma.emit_wmma_gemm(kb, g) if g is not None and kernel_wmma.takes_tensor_cores(kb, g.core) \
+            else None
+
+    @strategy(fma_name)
+    def on_cuda_cores(kb: KernelBuilder):
+        g = describe(kb)
+        return None if g is None else emit_gemm(kb, g)
 
 
-@strategy("dot-tiled")
-def dot_kernel(kb: KernelBuilder):
-    g = dot_gemm(kb)
-    return None if g is None else emit_gemm(kb, g)
-
-
-@strategy("conv-wmma")
-def conv_wmma_kernel(kb: KernelBuilder):
-    g = conv_gemm(kb)
-    return None if g is None or not kernel_wmma.takes_tensor_cores(kb, g.core) else kernel_wmma.emit_wmma_gemm(kb, g)
-
-
-@strategy("conv-implicit-gemm")
-def conv_kernel(kb: KernelBuilder):
-    g = conv_gemm(kb)
-    return None if g is None else emit_gemm(kb, g)
+_register(dot_gemm, "dot-wmma", "dot-tiled")
+_register(conv_gemm, "conv-wmma", "conv-implicit-gemm")
