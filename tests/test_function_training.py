@@ -130,7 +130,9 @@ def test_eager_single_launch_reads_live_variables_and_side_effects_keep_the_grap
     """Regression: a Keras forward is one launch on the input and variable reads. tf.function makes its
     output wait on a NoOp over those reads (a control edge that clustering moves onto the launch) and
     lists the reads as control outputs; neither may push the call onto the slower graph path. A
-    function that reads a variable after writing it must keep the graph path."""
+    function that writes a variable and reads it back gives TF's values (its assign-add and the read
+    compile into the launch, whose result is assigned after it; see test_function_eager_step.py for
+    a read after a write that keeps the graph path)."""
     model = dense_stack(2)
     f = tfxla_plugin.function(lambda x: model(x, training=False))
     x = tf.constant(RNG.normal(size=(4, 10)).astype(np.float32))
@@ -148,7 +150,7 @@ def test_eager_single_launch_reads_live_variables_and_side_effects_keep_the_grap
 
     g = tfxla_plugin.function(scaled)
     y = tf.constant([1.0, 2.0])
-    assert g.compiled_graph(y)._fast is None  # the AssignAddVariableOp is a control output
+    assert g.compiled_graph(y)._fast is not None  # read, launch (new count and result), assign
     _close(g(y), [3.0, 5.0], rtol=0, atol=0)  # the read after the write sees it, as in TF
     _close(g(y), [4.0, 6.0], rtol=0, atol=0)
     assert float(counter.numpy()) == 2.0

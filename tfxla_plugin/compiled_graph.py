@@ -122,8 +122,8 @@ class CompiledGraph:
             if inp.startswith("^"):
                 # tf.function's output Identity waits on a NoOp that waits on the variable reads
                 # (clustered, that control edge lands on the launch); the eager path reads the
-                # variables before launching anyway. Any other control input keeps the graph path.
-                if _only_waits_on_reads(nodes, inp[1:]):
+                # variables before launching anyway. Any control input with effects keeps the graph path.
+                if _harmless(nodes, inp[1:], launch_name):
                     continue
                 return None
             node = nodes.get(inp.split(":")[0])
@@ -139,27 +139,29 @@ class CompiledGraph:
                 sources.append(("var", var))
             else:
                 return None
-        outputs = []
-        for t in graph.outputs:
-            src = self.rewritten.tensor_map.get(t.name)
-            node = nodes.get(t.op.name)
-            if src is None and node is not None and node.op == "Identity":  # tf.function's output Identity
-                src = self.rewritten.tensor_map.get(node.input[0]) or node.input[0]
-            if src is None or not src.startswith(launch_name + ":"):
-                return None
-            outputs.append(int(src.rsplit(":", 1)[1]))
         if sum(kind == "var" for kind, _ in sources) > _MAX_EAGER_READS:
             return None  # under a tape each variable is one eager read (~8 us): past this a graph call is cheaper
         # Side effects keep the graph path, except assigns of launch results to captured variables (an
         # optimizer step), which run eagerly after the launch, as the graph orders them; bare reads are fine.
-        assigns = []
+        assigns, assign_nodes, waiting = [], set(), []
         for op in graph.control_outputs:
-            if _only_waits_on_reads(nodes, op.name):
-                continue
             assign = _launch_result_assign(nodes, op.name, launch_name, captured, variables)
-            if assign is None or any(assign[0] is var for var, _ in assigns):
+            if assign is None:
+                waiting.append(op.name)
+            elif any(assign[0] is var for var, _ in assigns):
                 return None
-            assigns.append(assign)
+            else:
+                assigns.append(assign)
+                assign_nodes.add(op.name)
+        # What the step returns, and every other control output, may wait on the launch and those assigns.
+        if not all(_harmless(nodes, name, launch_name, assign_nodes) for name in waiting):
+            return None
+        outputs = []
+        for t in graph.outputs:
+            k = _launch_output(nodes, t.name, launch_name, self.rewritten.tensor_map, assign_nodes)
+            if k is None:
+                return None
+            outputs.append(k)
         attrs = launch.attr
         path_node = nodes[launch.input[0].split(":")[0]]
         if path_node.op != "Const":
@@ -270,22 +272,54 @@ def _launch_result_assign(nodes: dict, name: str, launch_name: str, captured: di
         return None
     handle, value, *control = node.input
     if not value.startswith(launch_name + ":") or not all(
-            c.startswith("^") and _only_waits_on_reads(nodes, c[1:]) for c in control):
+            c.startswith("^") and _harmless(nodes, c[1:], launch_name) for c in control):
         return None
     external = captured.get(handle.split(":")[0])
     var = variables.get(id(external)) if external is not None else None
     return None if var is None else (var, int(value.rsplit(":", 1)[1]))
 
 
-def _only_waits_on_reads(nodes: dict, name: str, depth: int = 0) -> bool:
-    """True when control input ``name`` is a ReadVariableOp, or a NoOp waiting only on such reads."""
+_PURE_OPS = frozenset({"ReadVariableOp", "NoOp", "Identity", "IdentityN", "Placeholder", "Const"})
+
+
+def _harmless(nodes: dict, name: str, launch_name: str, done: frozenset | set = frozenset(),
+              memo: dict | None = None) -> bool:
+    """True when node ``name`` has no effect an eager step leaves out: it is the launch itself, one of
+    ``done`` (assigns the step runs after the launch), or a read, NoOp, Identity(N), placeholder or
+    constant whose inputs (data and control) are all harmless. Such nodes are what tf.function and
+    nested function calls add around a launch to order outputs after reads, calls and updates; a read
+    ordered after an assign is not harmless (the assign is not, as an input of the launch's)."""
+    memo = {} if memo is None else memo
+    if name in memo:
+        return memo[name]
+    memo[name] = False  # a cycle (impossible in a graph) or unfinished: not harmless
     node = nodes.get(name)
-    if node is None or depth > 4:
-        return False
-    if node.op == "ReadVariableOp":
-        return True
-    return node.op == "NoOp" and all(i.startswith("^") and _only_waits_on_reads(nodes, i[1:], depth + 1)
-                                     for i in node.input)
+    ok = node is not None and (name == launch_name or name in done or (node.op in _PURE_OPS and all(
+        _harmless(nodes, i.lstrip("^").split(":")[0], launch_name, done, memo) for i in node.input)))
+    memo[name] = ok
+    return ok
+
+
+def _launch_output(nodes: dict, tensor: str, launch_name: str, tensor_map: dict,
+                   done: frozenset | set = frozenset()) -> int | None:
+    """The launch output that graph tensor ``tensor`` is, through the Identity / IdentityN chains that
+    tf.function and nested calls put on outputs (their control inputs harmless, ``done`` counting as
+    such); else None."""
+    for _ in range(64):
+        tensor = tensor_map.get(tensor, tensor)
+        name, _, index = tensor.partition(":")
+        k = int(index or 0)
+        if name == launch_name:
+            return k
+        node = nodes.get(name)
+        if node is None or node.op not in ("Identity", "IdentityN"):
+            return None
+        data = [i for i in node.input if not i.startswith("^")]
+        if any(i.startswith("^") and not _harmless(nodes, i[1:], launch_name, done) for i in node.input):
+            return None
+        tensor = data[k] if node.op == "IdentityN" else data[0]
+        tensor = tensor if ":" in tensor else f"{tensor}:0"
+    return None
 
 
 def _dump_graph(flags: Flags, cf, analysis) -> None:
