@@ -514,13 +514,13 @@ class ModuleCodegen:
         return GeneratedKernel(self._assemble(signature, bases, entry_fn), signature, total, offsets,
                                tuple(self.libraries), report, tuple(self.include_dirs), tuple(self.library_dirs))
 
-    def _starts_parallel_regions(self) -> bool:
+    @staticmethod
+    def _starts_parallel_regions(function_texts: list[str]) -> bool:
         """Whether a run starts OpenMP parallel regions: its own loops, or oneDNN's primitives. libgomp
         keeps a team per thread that ever started one, and once the teams' threads outnumber the CPUs
         it stops spinning between regions in the whole process, so a kernel without them must not make
         one (``tfxla_sync_fp_mode`` would, on each new calling thread)."""
-        return any("#pragma omp parallel" in text or "dnnl_" in text
-                   for text in [self.functions[n].function_text() for n in self.order])
+        return any("#pragma omp parallel" in text or "dnnl_" in text for text in function_texts)
 
     def _assemble(self, signature: dict, bases: dict[str, int], entry_fn: str) -> str:
         entry = self.module.entry
@@ -538,8 +538,9 @@ class ModuleCodegen:
             out.line(f"#define TFXLA_BASE_{fname} {base}")
         out.splice(self.globals)
         out.line("")
-        for name in self.order:
-            out.line(self.functions[name].function_text())
+        function_texts = [self.functions[name].function_text() for name in self.order]
+        for text in function_texts:
+            out.line(text)
         out.line(f"TFXLA_EXPORT int tfxla_abi_version(void) {{ return {ABI_VERSION}; }}")
         out.line(f"TFXLA_EXPORT const char* tfxla_signature(void) {{ return {json.dumps(json.dumps(signature))}; }}")
         out.line(f"TFXLA_EXPORT int64_t tfxla_scratch_bytes(void) {{ return {signature['scratch_bytes']}; }}")
@@ -560,7 +561,7 @@ class ModuleCodegen:
                        "void* const* out, char* scratch, char* err, size_t errlen)"):
             emit_run_checks(out, [(f"input {p.parameter_number} (%%{p.name})", p.shape.dims)
                                   for p in entry.parameters])
-            if self._starts_parallel_regions():  # a serial kernel starts no OpenMP team on its caller's thread
+            if self._starts_parallel_regions(function_texts):  # a serial kernel starts no OpenMP team on its caller's thread
                 out.line("tfxla_sync_fp_mode();")
             out.line("tfxla_scratch_base = scratch;")
             out.line("tfxla_st = (tfxla_state*)state;")

@@ -335,26 +335,28 @@ def _init(out: IndentedBuffer, em: _ProgramEmitter, module: str) -> None:
         out.line("return 0;")
 
 
+def _copies(out: IndentedBuffer, em: _ProgramEmitter, space: str) -> None:
+    """The host<->device copies of every non-empty input (before the program) or output (after it)."""
+    to_device = space == "input"
+    ptr = "in" if to_device else "out"
+    kind, where = ("cudaMemcpyHostToDevice", "to the device") if to_device else ("cudaMemcpyDeviceToHost", "to the host")
+    for k, n in enumerate(em.sizes[space]):
+        if not n:
+            continue
+        host, dev = f"{ptr}[{k}]", f"st->{ptr}[{k}]"
+        dst, src = (dev, host) if to_device else (host, dev)
+        what = _c_string(f"copying {space} {k} {where} ({n} bytes)")
+        out.line(f'if ({host} == nullptr) {{ snprintf(c.err, c.errlen, "backend=cuda: {space} {k} is NULL"); '
+                 f'return 1; }}')
+        out.line(f"if (tfxla_check(c, cudaMemcpyAsync({dst}, {src}, {n}, {kind}, c.stream), {what})) return 1;")
+
+
 def _run(out: IndentedBuffer, em: _ProgramEmitter, signature: dict) -> None:
     with out.block("int tfxla_run_locked(tfxla_state* st, tfxla_call& c, const void* const* in, void* const* out)"):
         out.line('if (tfxla_check(c, cudaSetDevice(st->device), "cudaSetDevice")) return 1;')
-        for k, n in enumerate(em.sizes["input"]):
-            if not n:
-                continue
-            what = _c_string(f"copying input {k} to the device ({n} bytes)")
-            out.line(f'if (in[{k}] == nullptr) {{ snprintf(c.err, c.errlen, "backend=cuda: input {k} is NULL"); '
-                     f'return 1; }}')
-            out.line(f"if (tfxla_check(c, cudaMemcpyAsync(st->in[{k}], in[{k}], {n}, cudaMemcpyHostToDevice, "
-                     f"c.stream), {what})) return 1;")
+        _copies(out, em, "input")
         out.line("if (tfxla_program(c, st)) return 1;")
-        for k, n in enumerate(em.sizes["output"]):
-            if not n:
-                continue
-            what = _c_string(f"copying output {k} to the host ({n} bytes)")
-            out.line(f'if (out[{k}] == nullptr) {{ snprintf(c.err, c.errlen, "backend=cuda: output {k} is NULL"); '
-                     f'return 1; }}')
-            out.line(f"if (tfxla_check(c, cudaMemcpyAsync(out[{k}], st->out[{k}], {n}, cudaMemcpyDeviceToHost, "
-                     f"c.stream), {what})) return 1;")
+        _copies(out, em, "output")
         out.line('return tfxla_check(c, cudaStreamSynchronize(c.stream), "cudaStreamSynchronize after the program");')
     out.line("}  // namespace")
     out.line("")
