@@ -1,4 +1,12 @@
-"""Test helper: lower a TF function through hlo.lowering, evaluate it, compare with TF eager."""
+"""Test helper: lower a TF function through hlo.lowering, evaluate it, compare with TF eager.
+
+``check_lowering`` compares with TF eager on the same inputs. ``check_lowering_rounded`` is for sums
+(convolutions and their gradients) in f16/bf16, where TF's own CPU kernels differ by machine: oneDNN
+accumulates in f32 where the CPU computes the type natively (AVX512-FP16, AVX512-BF16), TF's Eigen
+fallback accumulates in the narrow type elsewhere (several ulp off in f16). What is specified is the
+sum rounded once to the narrow type, so the oracle there is TF eager on the same values widened to f64,
+rounded to the result type; the default tolerances of that type (a couple of ulp) then hold on every CPU.
+"""
 
 from __future__ import annotations
 
@@ -48,4 +56,26 @@ def check_lowering(fn, *args, rtol: float | None = None, atol: float | None = No
                                        equal_nan=True, err_msg=f"result {i}")
         else:
             np.testing.assert_array_equal(g, w, err_msg=f"result {i}")
+    return module
+
+
+NARROW_FLOATS = (np.dtype(np.float16), np.dtype(hlo.PrimitiveType.BF16.numpy))
+
+
+def check_lowering_rounded(fn, *args, rtol: float | None = None, atol: float | None = None) -> hlo.HloModule:
+    """Like ``check_lowering``, against ``fn`` computed in f64 on the (exactly widened) f16/bf16 inputs
+    and rounded once to each result's type (see the module docstring)."""
+    args = [np.asarray(a) for a in args]
+    module = lower_fn(fn, *args)
+    got = hlo.evaluate(module, *args)
+    wide = [a.astype(np.float64) if a.dtype in NARROW_FLOATS else a for a in args]
+    want = _flatten(fn(*[tf.constant(a) for a in wide]))
+    assert len(got) == len(want), f"{len(got)} results, TF returned {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype in NARROW_FLOATS, f"result {i}: {g.dtype} is not a narrow float type"
+        assert g.shape == w.shape, f"result {i}: dims {g.shape} != TF {w.shape}"
+        r, a = TOLERANCES[g.dtype]
+        r, a = max(r, rtol or 0), max(a, atol or 0)
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(g.dtype).astype(np.float64), rtol=r, atol=a,
+                                   equal_nan=True, err_msg=f"result {i}")
     return module

@@ -154,8 +154,10 @@ def _convert(em: ElementalEmitter, inst: HloInstruction, idx):
     elif dst.is_integral:
         unsigned = _UNSIGNED_OF.get(out, out)
         expr = f"({out})({unsigned})({x})"
-    elif dst is P.F16 or dst is P.BF16:
-        expr = f"(float)({x})"  # em.result rounds to the narrow type
+    elif dst is P.F16:
+        expr = x  # em.result rounds once, from the source type (f64 -> f32 -> f16 would round twice)
+    elif dst is P.BF16:
+        expr = f"(float)({x})"  # em.result rounds to bf16 from f32, as XLA and ml_dtypes do
     else:
         expr = f"({out})({x})"
     return em.result(inst, expr)
