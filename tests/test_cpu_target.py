@@ -57,3 +57,18 @@ def test_recorded_names_are_cpuinfo_spellings() -> None:
 def test_features_come_from_the_flags_line() -> None:
     cpuinfo = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx512f avx512_vbmi2 sse4a xyz\n"
     assert cpu_flags(cpuinfo) & ISA_FLAGS == {"sse2", "avx512f", "avx512_vbmi2", "sse4a"}
+
+
+def test_cache_key_depends_on_what_native_means(monkeypatch) -> None:
+    """The same source and command line on a CPU where -march=native resolves differently is another
+    kernel: a cache shared between machines must not hand one CPU's code to another."""
+    from backends.cpu import compiler
+
+    options = CompilerOptions()
+    here = compiler.cache_key("int f(void) { return 1; }", options)
+    assert compiler.native_target(options.cc, options.target_flags), "gcc resolved -march=native to nothing"
+    monkeypatch.setattr(compiler, "native_target", lambda cc, flags: "-mavx2 [enabled]\n-mavx512f [disabled]\n")
+    assert compiler.cache_key("int f(void) { return 1; }", options) != here
+    fixed = CompilerOptions(target_flags=("-march=x86-64-v3",))
+    monkeypatch.undo()
+    assert compiler.native_target(fixed.cc, fixed.target_flags) == ""  # nothing machine-dependent to add

@@ -1,6 +1,6 @@
 """The C compiler driver: kernels are shared objects in the content-addressed cache of
-``backends.kernel_cache``, keyed by sha256 of (C source, full compiler command, compiler version),
-under ``<cache_dir>/<key[:2]>/<key>.so``.
+``backends.kernel_cache``, keyed by sha256 of (C source, full compiler command, compiler version, and
+what ``-march=native`` resolves to on this CPU), under ``<cache_dir>/<key[:2]>/<key>.so``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,27 @@ def compiler_version(cc: str) -> str:
     except (OSError, subprocess.TimeoutExpired) as e:
         raise CompileError(f"cannot run the C compiler {cc!r}: {e}", [cc, "--version"], "", "") from e
     return out.stdout.strip()
+
+
+@functools.lru_cache(maxsize=None)
+def native_target(cc: str, target_flags: tuple[str, ...]) -> str:
+    """What ``-march=native`` (or any ``native`` target flag) means on this machine, as ``cc`` resolves it:
+    the target options it enables (``-Q --help=target``). Empty when no flag says ``native``.
+
+    Part of the cache key: the command line reads the same on every CPU, the code it produces does not,
+    so a cache shared between machines (a network home, a copied image) must not hand one CPU's kernel to
+    another that lacks its instructions.
+    """
+    if not any("native" in f for f in target_flags):
+        return ""
+    cmd = [cc, *target_flags, "-Q", "--help=target"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise CompileError(f"cannot run the C compiler {cc!r}: {e}", cmd, "", "") from e
+    if out.returncode != 0:
+        raise CompileError(f"the C compiler {cc!r} cannot resolve {' '.join(target_flags)}", cmd, out.stderr, "")
+    return out.stdout
 
 
 @dataclass(frozen=True)
@@ -59,7 +80,8 @@ def cache_key(source: str, options: CompilerOptions) -> str:
     # The command is hashed with placeholder paths so the key does not depend on where we compile.
     cmd = options.command("SOURCE.c", "OUTPUT.so")
     h = hashlib.sha256()
-    for part in (source, "\0", shlex.join(cmd), "\0", compiler_version(options.cc)):
+    for part in (source, "\0", shlex.join(cmd), "\0", compiler_version(options.cc), "\0",
+                 native_target(options.cc, options.target_flags)):
         h.update(part.encode())
     return h.hexdigest()
 
