@@ -47,7 +47,7 @@ class HloInstruction:
         """Names of the computations this instruction calls, in attribute order."""
         names: list[str] = []
         for key, value in self.attrs.items():
-            if key in CALLED_COMPUTATION_ATTRS or key == "called_computations":
+            if key in CALLED_COMPUTATION_ATTRS:
                 refs = value if isinstance(value, tuple) else (value,)
                 names.extend(r.name for r in refs if isinstance(r, CompRef))
         return tuple(names)

@@ -27,6 +27,7 @@ class OpSpec:
     text: str
     arity: int | None
     flags: Flag = Flag.NONE
+    calls: tuple[str, ...] = ()  # the attributes naming its called computations, as XLA's grammar spells them
 
 
 class Opcode(enum.Enum):
@@ -103,28 +104,29 @@ class Opcode(enum.Enum):
     PAD = OpSpec("pad", 2)
     REVERSE = OpSpec("reverse", 1)
     GATHER = OpSpec("gather", 2)
-    SCATTER = OpSpec("scatter", None)
+    SCATTER = OpSpec("scatter", None, calls=("to_apply",))
     GET_DIMENSION_SIZE = OpSpec("get-dimension-size", 1)
     SET_DIMENSION_SIZE = OpSpec("set-dimension-size", 2)
     # reductions and windows
-    REDUCE = OpSpec("reduce", None)
-    REDUCE_WINDOW = OpSpec("reduce-window", None)
-    SELECT_AND_SCATTER = OpSpec("select-and-scatter", 3)
+    REDUCE = OpSpec("reduce", None, calls=("to_apply",))
+    REDUCE_WINDOW = OpSpec("reduce-window", None, calls=("to_apply",))
+    SELECT_AND_SCATTER = OpSpec("select-and-scatter", 3, calls=("select", "scatter"))
     # dense math
     DOT = OpSpec("dot", 2)
     CONVOLUTION = OpSpec("convolution", 2)
     # structure and control flow
     TUPLE = OpSpec("tuple", None)
     GET_TUPLE_ELEMENT = OpSpec("get-tuple-element", 1)
-    CALL = OpSpec("call", None)
-    FUSION = OpSpec("fusion", None)
-    WHILE = OpSpec("while", 1)
-    CONDITIONAL = OpSpec("conditional", None)
-    MAP = OpSpec("map", None)
-    SORT = OpSpec("sort", None)
+    CALL = OpSpec("call", None, calls=("to_apply",))
+    FUSION = OpSpec("fusion", None, calls=("calls",))
+    WHILE = OpSpec("while", 1, calls=("condition", "body"))
+    CONDITIONAL = OpSpec("conditional", None,
+                         calls=("true_computation", "false_computation", "branch_computations"))
+    MAP = OpSpec("map", None, calls=("to_apply",))
+    SORT = OpSpec("sort", None, calls=("to_apply",))
     TOPK = OpSpec("topk", 1)
     OPTIMIZATION_BARRIER = OpSpec("opt-barrier", 1)
-    CUSTOM_CALL = OpSpec("custom-call", None)
+    CUSTOM_CALL = OpSpec("custom-call", None, calls=("called_computations", "to_apply"))
     # random
     RNG = OpSpec("rng", 2, S)
     RNG_BIT_GENERATOR = OpSpec("rng-bit-generator", 1)
@@ -141,6 +143,10 @@ class Opcode(enum.Enum):
     @property
     def arity(self) -> int | None:
         return self.value.arity
+
+    @property
+    def calls(self) -> tuple[str, ...]:
+        return self.value.calls
 
     @property
     def is_elementwise(self) -> bool:
@@ -167,8 +173,5 @@ class Opcode(enum.Enum):
 
 _BY_TEXT = {op.text: op for op in Opcode}
 
-# Opcodes that call other computations, and the attributes naming them.
-CALLED_COMPUTATION_ATTRS = (
-    "to_apply", "calls", "condition", "body", "select", "scatter",
-    "true_computation", "false_computation", "branch_computations",
-)
+# Every attribute that names called computations (the union of the table's ``calls`` columns).
+CALLED_COMPUTATION_ATTRS = tuple(dict.fromkeys(key for op in Opcode for key in op.calls))

@@ -8,12 +8,13 @@ minor-to-major order of the dims; ``None`` means "not printed"/unspecified.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterator, Union
 
-import numpy as np
-
 from hlo.dtypes import PrimitiveType
+
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1  # XLA's dims, sizes and text integers are int64
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,16 @@ class Shape:
 
     @property
     def num_elements(self) -> int:
-        return int(np.prod(self.dims, dtype=np.int64)) if self.dims else 1
+        return math.prod(self.dims)  # exact: a NumPy int64 product would wrap silently
 
     @property
     def byte_size(self) -> int:
         return self.num_elements * self.dtype.byte_size
+
+    @property
+    def size_fits_int64(self) -> bool:
+        """Whether the byte size fits in int64, counting a zero dim as 1 (XLA's and NumPy's limit)."""
+        return math.prod(max(d, 1) for d in self.dims) * self.dtype.byte_size <= INT64_MAX
 
     def compatible(self, other: "ShapeLike") -> bool:
         """Same element type and dims; layouts are ignored."""

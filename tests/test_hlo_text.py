@@ -194,6 +194,29 @@ ERRORS = [
 ]
 
 
+def _root(line: str) -> str:
+    return "HloModule m\nENTRY %e () -> f32[] {\n  " + line + "\n}"
+
+
+# Boundaries: XLA reads every integer as an int64 and has no literal of token type.
+ERRORS += [
+    (_root("ROOT %c = token[] constant(0)"), 3, 13, "a constant of array type (token[] has no literal value"),
+    (_root("ROOT %c = (f32[], token[]) constant((1, 0))"), 3, 13, "a constant of array type"),
+    (_root("ROOT %c = token[] constant({...})"), 3, 13, "a constant of array type"),
+    (_root("ROOT %c = f32[9223372036854775807,0] constant({})"), 3, 13, "byte size fits in int64"),
+    (_root("ROOT %p = f32[9223372036854775808] parameter(0)"), 3, 17, "a dimension size that fits in int64"),
+    (_root("ROOT %p = f32[-9223372036854775809] parameter(0)"), 3, 17, "a dimension size that fits in int64"),
+    (_root("ROOT %p = f32[2\u00b2] parameter(0)"), 3, 18, "',' or ']' in dimensions"),  # '2'.isdigit() is True
+    (_root("ROOT %p = token[2] after-all()"), 3, 13, "token[] (a token has no dimensions)"),
+    (_root("%p = f32[2] parameter(0)\n  ROOT %r = f32[2] reverse(%p), dimensions={18446744073709551616}"), 4, 45,
+     "an integer that fits in int64"),
+    (_root("%p = f32[2] parameter(0)\n  %z = f32[] constant(0)\n  ROOT %r = f32[2] pad(%p, %z), "
+           "padding=0_9223372036854775808"), 5, 41, "int64 values"),
+    (_root("ROOT %c = f16[] constant(70000)"), 3, 28, "values that fit in f16"),  # f16's max is 65504
+    (_root("ROOT %c = c64[] constant((1, 1e39))"), 3, 28, "values that fit in c64"),
+]
+
+
 @pytest.mark.parametrize("text, line, col, expected", ERRORS)
 def test_parse_errors_name_line_column_and_expectation(text: str, line: int, col: int, expected: str) -> None:
     with pytest.raises(HloParseError) as info:

@@ -331,3 +331,60 @@ def test_malformed_attribute_value_is_reported_not_raised() -> None:
     root = module.entry.root.with_attr("dimensions", hlo.Raw("1x0"))
     broken = module.with_computation(module.entry.replace(instructions=(module.entry.instructions[0], root)))
     _fails(broken, "instruction %t", "malformed attributes")
+
+
+# --- boundaries: sizes beyond int64, callees named as XLA's grammar names them, constants of token type ------
+
+
+def test_shape_whose_byte_size_overflows_int64_is_rejected() -> None:
+    # XLA's ShapeUtil::ValidateShape: "Shape ... size may overflow int64_t". f32 is 4 bytes, so 2^61 - 1
+    # elements (2^63 - 4 bytes) is the largest f32 vector; 2^61 elements is 2^63 bytes, one past int64.
+    fits = _entry("  ROOT %p = f32[2305843009213693951]{0} parameter(0)")
+    hlo.verify(hlo.parse_module(fits))
+    for shape in ("f32[2305843009213693952]{0}", "f32[9223372036854775807,4]{1,0}", "pred[4294967296,4294967296]"):
+        _fails(hlo.parse_module(_entry(f"  ROOT %p = {shape} parameter(0)")), "instruction %p",
+               f"shape {shape.split('{')[0]} is too large: its byte size overflows int64")
+
+
+def test_oversized_result_of_a_reshape_is_rejected_not_miscounted() -> None:
+    # Element counts were an int64 NumPy product, which wraps: 2^63-1 * 2 read as -2 elements.
+    text = _entry("  %a = f32[4,6] parameter(0)\n  ROOT %r = f32[9223372036854775807,2] reshape(%a)")
+    err = _fails(hlo.parse_module(text), "instruction %r", "f32[9223372036854775807,2] is too large")
+    assert "-2" not in str(err)
+    assert Shape.array("f32", [2**62, 4]).num_elements == 2**64
+
+
+def test_oversized_tuple_element_is_rejected() -> None:
+    text = _entry("  ROOT %p = (f32[2], s64[1152921504606846976]) parameter(0)")
+    _fails(hlo.parse_module(text), "instruction %p", "s64[1152921504606846976] is too large")
+
+
+CALLEE = "%f (a: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  ROOT %n = f32[] negate(%a)\n}\n\n"
+
+
+def test_call_spelled_with_calls_is_rejected() -> None:
+    # XLA's parser: kCall takes attrs["to_apply"] (required); calls= is fusion's attribute.
+    text = _entry("  %x = f32[] parameter(0)\n  ROOT %c = f32[] call(%x), calls=%f", "x: f32[]").replace(
+        "ENTRY", CALLEE + "ENTRY")
+    _fails(hlo.parse_module(text), "in computation %main, instruction %c",
+           "call names its computation with to_apply=, not calls=")
+    hlo.verify(hlo.parse_module(text.replace("calls=%f", "to_apply=%f")))
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ("ROOT %c = f32[] fusion(%x), kind=kLoop, to_apply=%f", "fusion names its computation with calls=, not to_apply="),
+    ("ROOT %c = f32[] negate(%x), to_apply=%f", "negate calls no computation, but has to_apply="),
+    ("%z = f32[] constant(0)\n  ROOT %c = f32[] reduce(%x, %z), dimensions={}, calls=%f",
+     "reduce names its computation with to_apply=, not calls="),
+    ("ROOT %c = f32[] call(%x), to_apply=%f, body=%f", "call names its computation with to_apply=, not body="),
+])
+def test_called_computations_use_the_opcodes_attribute(line: str, fragment: str) -> None:
+    text = _entry(f"  %x = f32[] parameter(0)\n  {line}", "x: f32[]").replace("ENTRY", CALLEE + "ENTRY")
+    _fails(hlo.parse_module(text), "instruction %c", fragment)
+
+
+def test_constant_of_token_type_is_rejected() -> None:
+    token = Shape(hlo.PrimitiveType.TOKEN)
+    c = HloInstruction("c", Opcode.CONSTANT, token, literal=Literal.elided(token))
+    _fails(HloModule("m", (HloComputation("main", (c,), "c"),), "main"), "instruction %c",
+           "a constant cannot have type token[]")

@@ -41,7 +41,7 @@ def get_tuple_element(ctx: ShapeContext) -> ShapeLike:
 
 @shape_rule(O.CALL, O.FUSION)
 def call(ctx: ShapeContext) -> ShapeLike:
-    key = "calls" if ctx.opcode is O.FUSION or "to_apply" not in ctx.attrs else "to_apply"
+    key = ctx.opcode.calls[0]  # call: to_apply=, fusion: calls=
     sig = called(ctx, key)
     check_call_signature(ctx, key, sig, ctx.operands)
     return with_default_layout(sig.result)

@@ -32,6 +32,9 @@ def constant(ctx: ShapeContext) -> ShapeLike:
     if ctx.literal is None:
         raise fail(ctx, "constant has no literal value")
     shape = ctx.literal.shape
+    for leaf in shape.leaves():
+        if not leaf.dtype.is_array_type:
+            raise fail(ctx, f"a constant cannot have type {leaf} (tokens come from after-all)")
     if ctx.declared is not None and not shape.compatible(ctx.declared):
         raise fail(ctx, f"literal has shape {short(shape)} but {short(ctx.declared)} is declared")
     return with_default_layout(shape)

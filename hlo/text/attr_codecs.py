@@ -15,8 +15,9 @@ from hlo.attributes import (
     CompRef, ComparisonDirection, ComparisonType, ConvDimLabels, FusionKind, Ident, InstRef,
     OpMetadata, PadDim, ProgramShape, Raw, SliceDim, StrMap, Window, WindowDim,
 )
-from hlo.shapes import join_indexed
-from hlo.text.scanner import Scanner, quote
+from hlo.opcodes import CALLED_COMPUTATION_ATTRS
+from hlo.shapes import INT64_MAX, INT64_MIN, join_indexed
+from hlo.text.scanner import DIGITS, Scanner, quote
 
 # --- readers --------------------------------------------------------------
 
@@ -90,10 +91,22 @@ def _split_x(s: Scanner, what: str) -> list[str]:
 
 
 def _ints(s: Scanner, parts: list[str], sep: str, what: str, pos: int) -> list[list[int]]:
+    """Split ``1_2x3_4`` into int64s (signed ASCII decimals only, as XLA reads them)."""
     try:
-        return [[int(v) for v in p.split(sep)] for p in parts]
+        out = [[_int64(v) for v in p.split(sep)] for p in parts]
     except ValueError:
-        raise s.error(what, pos) from None
+        raise s.error(f"{what} (int64 values)", pos) from None
+    return out
+
+
+def _int64(text: str) -> int:
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not set(digits) <= DIGITS:  # int() would also take "1_0" and " 1"
+        raise ValueError(text)
+    value = int(text)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(text)
+    return value
 
 
 def read_padding(s: Scanner) -> tuple[PadDim, ...]:
@@ -279,15 +292,13 @@ _INTS = ("index", "iota_dimension", "index_vector_dim", "feature_group_count", "
          "exponent_bits", "mantissa_bits", "k")
 _BOOLS = ("is_stable", "indices_are_sorted", "unique_indices", "largest", "custom_call_has_side_effect",
           "constrain_layout", "is_scheduled", "alias_passthrough_params")
-_COMP_REFS = ("to_apply", "calls", "condition", "body", "select", "scatter", "true_computation",
-              "false_computation", "branch_computations", "called_computations")
 _IDENTS = ("distribution", "algorithm", "api_version", "custom_call_schedule")
 
 PARSERS: dict[str, Callable[[Scanner], Any]] = {
     **{k: read_int_list for k in _INT_LISTS},
     **{k: read_int for k in _INTS},
     **{k: read_bool for k in _BOOLS},
-    **{k: read_comp_refs for k in _COMP_REFS},
+    **{k: read_comp_refs for k in CALLED_COMPUTATION_ATTRS},
     **{k: read_ident for k in _IDENTS},
     "direction": _read_enum(ComparisonDirection, "a comparison direction (EQ, NE, LT, LE, GT, GE)"),
     "type": _read_enum(ComparisonType, "a comparison type (FLOAT, TOTALORDER, SIGNED, UNSIGNED)"),

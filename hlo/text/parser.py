@@ -56,11 +56,13 @@ def read_shape(s: Scanner, depth: int = 0) -> ShapeLike:
             if s.accept("]"):
                 break
             s.expect(",", "',' or ']' in dimensions")
+    if dtype is PrimitiveType.TOKEN:
+        if dims:
+            raise s.error("token[] (a token has no dimensions)", pos)
+        return Shape(dtype)
     layout = None
     if s.peek_raw() == "{":
         layout = _read_layout(s, len(dims))
-    if dtype is PrimitiveType.TOKEN:
-        return Shape(dtype)
     return Shape(dtype, tuple(dims), layout, tuple(dynamic) if any(dynamic) else None)
 
 
@@ -171,8 +173,12 @@ def read_literal(s: Scanner, shape: ShapeLike, depth: int = 0) -> Literal:
         return Literal(shape, np.zeros(shape.dims, shape.dtype.numpy))
     flat = _flatten(nested, shape.dims, s, pos)
     try:
-        if shape.dtype.is_float:
-            arr = np.array(flat, dtype=np.float64).astype(shape.dtype.numpy)
+        if shape.dtype.is_float or shape.dtype.is_complex:
+            wide = np.array(flat, dtype=np.complex128 if shape.dtype.is_complex else np.float64)
+            with np.errstate(over="ignore", invalid="ignore"):
+                arr = wide.astype(shape.dtype.numpy)
+            if np.any(~np.isfinite(arr.astype(wide.dtype)) & np.isfinite(wide)):  # XLA: "out of range"
+                raise OverflowError
         else:
             arr = np.array(flat, dtype=shape.dtype.numpy)
     except (OverflowError, ValueError):
@@ -181,6 +187,16 @@ def read_literal(s: Scanner, shape: ShapeLike, depth: int = 0) -> Literal:
 
 
 # --- instructions, computations, modules ---------------------------------------
+
+
+def _check_constant_shape(s: Scanner, shape: ShapeLike, pos: int) -> None:
+    """A literal needs array leaves that NumPy can hold: no token, no size beyond int64."""
+    for leaf in shape.leaves():
+        if not leaf.dtype.is_array_type:
+            raise s.error(f"a constant of array type ({leaf} has no literal value; tokens come from after-all)",
+                          pos)
+        if not leaf.size_fits_int64:
+            raise s.error(f"a constant whose byte size fits in int64 ({leaf} is too large)", pos)
 
 
 def _read_attrs(s: Scanner) -> Attrs:
@@ -230,6 +246,7 @@ def _read_instruction(s: Scanner) -> tuple[HloInstruction, bool]:
     is_root = s.accept_word("ROOT")
     name = s.name("an instruction name")
     s.expect("=", "'=' after instruction name")
+    shape_pos = s.mark()
     shape = read_shape(s)
     pos = s.mark()
     op_text = s.word("an opcode")
@@ -246,6 +263,7 @@ def _read_instruction(s: Scanner) -> tuple[HloInstruction, bool]:
             raise s.error("a non-negative parameter number")
         s.expect(")")
     elif opcode is Opcode.CONSTANT:
+        _check_constant_shape(s, shape, shape_pos)
         s.expect("(")
         literal = read_literal(s, shape)
         s.expect(")", "')' closing constant")

@@ -8,8 +8,10 @@ Whitespace and ``//`` / ``/* */`` comments are skipped between tokens.
 from __future__ import annotations
 
 from hlo.errors import HloParseError
+from hlo.shapes import INT64_MAX, INT64_MIN
 
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+DIGITS = frozenset("0123456789")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "'": "'", "0": "\0"}
 
 
@@ -122,17 +124,21 @@ class Scanner:
         return self.text[start:self.pos]
 
     def integer(self, what: str = "an integer") -> int:
+        """A decimal int64 (ASCII digits only: ``str.isdigit`` also accepts superscripts)."""
         self.skip_ws()
         start = self.pos
-        if self.peek_raw() in "+-":
+        if self.peek_raw() in ("+", "-"):
             self.pos += 1
         digits = self.pos
-        while self.pos < len(self.text) and self.text[self.pos].isdigit():
+        while self.pos < len(self.text) and self.text[self.pos] in DIGITS:
             self.pos += 1
         if self.pos == digits:
             self.pos = start
             raise self.error(what)
-        return int(self.text[start:self.pos])
+        value = int(self.text[start:self.pos])
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise self.error(f"{what} that fits in int64", start)
+        return value
 
     def boolean(self) -> bool:
         if self.accept_word("true"):

@@ -7,7 +7,9 @@ Checks, in order (each later check may rely on the earlier ones):
    operand is defined earlier in the same computation (text order is the
    evaluation schedule); parameters are numbered 0..n-1, each once; operand
    counts match the opcode table; constants carry a literal; layouts are
-   permutations of the dims; called computations exist;
+   permutations of the dims; every array's byte size fits in int64 (XLA's
+   limit); called computations are named by the attributes the opcode
+   table lists (``call`` takes ``to_apply=``, ``fusion`` ``calls=``) and exist;
 3. the call graph is acyclic and nothing calls the ENTRY;
 4. every instruction's declared shape is compatible (layouts ignored) with
    the shape its rule infers from the operands' declared shapes;
@@ -19,7 +21,7 @@ from __future__ import annotations
 from hlo.attributes import InstRef, ProgramShape
 from hlo.errors import HloVerifierError
 from hlo.ir import HloComputation, HloInstruction, HloModule
-from hlo.opcodes import Opcode
+from hlo.opcodes import CALLED_COMPUTATION_ATTRS, Opcode
 from hlo.shape_inference import ShapeContext, ShapeError, infer_shape
 from hlo.shapes import Shape, ShapeLike
 
@@ -97,9 +99,22 @@ def _check_instruction(module: HloModule, inst: HloInstruction, numbers: dict[in
     bad = _bad_layout(inst.shape)
     if bad is not None:
         raise error(f"layout {bad.layout} of {bad} is not a permutation of its {bad.rank} dimensions", inst)
+    for leaf in inst.shape.leaves():
+        if not leaf.size_fits_int64:
+            raise error(f"shape {leaf.short()} is too large: its byte size overflows int64", inst)
+    for key in inst.attrs.keys():
+        if key in CALLED_COMPUTATION_ATTRS and key not in inst.opcode.calls:
+            raise error(_misnamed_callee(inst.opcode, key), inst)
     for callee in inst.called_computations:
         if callee not in module.by_name:
             raise error(f"calls computation %{callee}, which is not in the module", inst)
+
+
+def _misnamed_callee(opcode: Opcode, key: str) -> str:
+    allowed = " or ".join(f"{k}=" for k in opcode.calls)
+    if not allowed:
+        return f"{opcode.text} calls no computation, but has {key}="
+    return f"{opcode.text} names its computation with {allowed}, not {key}= (XLA's grammar)"
 
 
 def _bad_layout(shape: ShapeLike) -> Shape | None:
