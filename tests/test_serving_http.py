@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -109,9 +110,31 @@ def rows(n: int, seed: int) -> list[np.ndarray]:
     return [rng.standard_normal((1 + i % 3, 4)).astype(np.float32) for i in range(n)]
 
 
+def _check_head_limits(url: str, timeout_s: float, max_headers: int, x: np.ndarray, want: np.ndarray) -> None:
+    """Clients stuck mid-head get 408 after ``timeout_s`` while another is served; too many headers get 431."""
+    address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+    slow = [socket.create_connection(address, timeout=timeout_s + 10) for _ in range(10)]
+    opened = time.monotonic()
+    for s in slow:
+        s.sendall(b"POST /v1/models/one:predict HTTP/1.1\r\nHost: x\r\nContent-")  # and nothing more
+    r = httpx.post(f"{url}/v1/models/one:predict", json={"instances": x.tolist()})
+    np.testing.assert_array_equal(np.asarray(r.json()["predictions"], np.float32), want)
+    for s in slow:
+        with s:
+            answer = b"".join(iter(lambda: s.recv(65536), b""))  # until the server closes
+        assert answer.startswith(b"HTTP/1.1 408 ") and b"request head not complete within 2 s" in answer, answer
+    assert timeout_s - 0.1 <= time.monotonic() - opened <= timeout_s + 5
+    headers = b"".join(b"X-%d: 1\r\n" % i for i in range(max_headers))
+    with socket.create_connection(address, timeout=30) as s:
+        s.sendall(b"GET /v1/models/one HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n")
+        answer = b"".join(iter(lambda: s.recv(65536), b""))
+    assert answer.startswith(b"HTTP/1.1 431 ") and b"more than 30 request headers" in answer, answer
+
+
 def test_serve_concurrent_requests_errors_and_sigint(models, expected, tmp_path):
     log_path = tmp_path / "serve.log"
-    with server(models["one"], log_path, "--num_workers", "2", "--max_request_bytes", "100000") as (proc, url):
+    flags = ("--num_workers", "2", "--max_request_bytes", "100000", "--header_timeout", "2", "--max_headers", "30")
+    with server(models["one"], log_path, *flags) as (proc, url):
         assert "inter-op threads=TF default]" in log_path.read_text()  # not a wrapped model: TF's own
         assert httpx.get(f"{url}/v1/models/one/metadata").json()["model_spec"]["name"] == "one"
         xs = rows(200, seed=0)
@@ -130,6 +153,7 @@ def test_serve_concurrent_requests_errors_and_sigint(models, expected, tmp_path)
         np.testing.assert_array_equal(np.asarray(r.json()["predictions"], np.float32), expected(xs[0]))
         stats = httpx.get(f"{url}/v1/models/one/stats").json()
         assert stats["requests"] == 206 and stats["errors"] == 5 and stats["batching"] is None
+        _check_head_limits(url, timeout_s=2.0, max_headers=30, x=xs[0], want=expected(xs[0]))
         proc.send_signal(signal.SIGINT)
         wait_stopped(proc, log_path)
 

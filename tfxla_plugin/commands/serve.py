@@ -17,7 +17,9 @@ def run(args: argparse.Namespace) -> int:
                      batching=args.batching, max_batch_size=args.max_batch_size,
                      batch_timeout_micros=args.batch_timeout_micros, num_workers=args.num_workers,
                      max_request_bytes=args.max_request_bytes, request_timeout_s=args.request_timeout,
-                     shutdown_timeout_s=args.shutdown_timeout, inter_op_threads=args.inter_op_threads)
+                     shutdown_timeout_s=args.shutdown_timeout, inter_op_threads=args.inter_op_threads,
+                     header_timeout_s=args.header_timeout, max_headers=args.max_headers,
+                     max_header_bytes=args.max_header_bytes)
     except (ModelLoadError, ValueError, OSError) as e:
         print(f"tfxla serve: {e}", file=sys.stderr)
         return 1
@@ -47,6 +49,13 @@ def register(sub) -> None:
                    help="largest request body accepted (default 64 MiB; larger gets 413)")
     p.add_argument("--request_timeout", type=float, default=60.0,
                    help="seconds before a request is answered 504 (default 60)")
+    p.add_argument("--header_timeout", type=float, default=10.0,
+                   help="seconds a client has to send a request's headers, from connecting or from the "
+                        "previous response (default 10; later gets 408 and the connection closed)")
+    p.add_argument("--max_headers", type=int, default=100,
+                   help="most header lines in a request (default 100; more gets 431)")
+    p.add_argument("--max_header_bytes", type=int, default=64 << 10,
+                   help="largest request line plus headers (default 64 KiB; larger gets 431)")
     p.add_argument("--shutdown_timeout", type=float, default=30.0,
                    help="seconds in-flight requests get to finish on SIGTERM (default 30)")
     p.add_argument("--log_level", default="info", choices=["debug", "info", "warning", "error"],

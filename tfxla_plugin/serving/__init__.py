@@ -7,7 +7,8 @@ this package does) registers that op before the model is loaded.
 
 Modules: ``model`` loads the SavedModel and describes its signatures; ``codec`` turns JSON
 requests into arrays and arrays into JSON answers; ``batching`` merges concurrent requests;
-``app`` is the ASGI application (``make_app``); ``server`` runs it under uvicorn (``serve``).
+``app`` is the ASGI application (``make_app``); ``server`` runs it under uvicorn (``serve``)
+with ``limits`` on every request head (header timeout, header count and size).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ startup log line shows, and a busy port is a clear error at once rather than uvi
 ``sys.exit``) and listens once the model is loaded. On
 SIGTERM/SIGINT uvicorn stops accepting, lets in-flight requests finish (at most
 ``shutdown_timeout_s``), runs the app's shutdown (batcher drained, pool closed) and returns;
-``serve`` then returns 0.
+``serve`` then returns 0. Every request head has a deadline and size caps (``limits``), so
+slow or oversized heads cannot hold connections open.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import socket
 import threading
 
 from tfxla_plugin.serving.app import make_app
+from tfxla_plugin.serving.limits import HeadLimitedH11Protocol, HeadLimits
 
 log = logging.getLogger("tfxla_plugin.serving")
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -40,14 +42,27 @@ def _url(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def uvicorn_config(app, *, limits: HeadLimits = HeadLimits(), shutdown_timeout_s: float = 30.0):
+    """uvicorn's configuration for ``app``: HTTP/1.1 through h11 with ``limits`` on request heads."""
+    import uvicorn
+
+    return uvicorn.Config(app, http=HeadLimitedH11Protocol.with_limits(limits), log_config=None,
+                          access_log=False, lifespan="on", timeout_graceful_shutdown=shutdown_timeout_s,
+                          h11_max_incomplete_event_size=limits.max_header_bytes + 4)
+
+
 def serve(model_dir, model_name: str, *, host: str = "127.0.0.1", port: int = 8501,
-          shutdown_timeout_s: float = 30.0, **app_options) -> int:
+          shutdown_timeout_s: float = 30.0, header_timeout_s: float = 10.0, max_headers: int = 100,
+          max_header_bytes: int = 64 << 10, **app_options) -> int:
     """Loads the model, serves it until SIGTERM/SIGINT, returns 0 after a clean shutdown.
 
-    ``app_options`` are ``make_app``'s keyword options (batching, num_workers, ...).
+    ``header_timeout_s``, ``max_headers`` and ``max_header_bytes`` bound each request head
+    (``limits.HeadLimits``: 408 / 431); ``app_options`` are ``make_app``'s keyword options
+    (batching, num_workers, ...).
     """
     import uvicorn
 
+    limits = HeadLimits(header_timeout_s, max_headers, max_header_bytes)  # ValueError before anything starts
     sock = bind(host, port)  # first, so a busy port fails before the (slow) model load
     try:
         app = make_app(model_dir, model_name, **app_options)
@@ -55,9 +70,7 @@ def serve(model_dir, model_name: str, *, host: str = "127.0.0.1", port: int = 85
         sock.close()
         raise
     sock.listen(1024)  # clients are refused until the model is loaded, then queue until served
-    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=shutdown_timeout_s)
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, limits=limits, shutdown_timeout_s=shutdown_timeout_s))
     # uvicorn handles the signals while it runs and re-raises a caught one once it has shut down;
     # with these handlers that re-raise only asks for the exit already under way (status 0), and a
     # signal arriving just before uvicorn takes over still stops it.
