@@ -7,12 +7,12 @@ evaluator), the IR classes and the ``ComputationBuilder``. The opcode table in
 """
 
 from hlo.attributes import (
-    Attrs, CompRef, ComparisonDirection, ComparisonType, ConvDimLabels, FusionKind, Ident, InstRef,
+    Attrs, CompRef, ComparisonDirection, ComparisonType, ConvDimLabels, FusionKind, Ident, IndexCheck, InstRef,
     OpMetadata, PadDim, ProgramShape, Raw, SliceDim, StrMap, Window, WindowDim,
 )
 from hlo.builder import ComputationBuilder, Value, module_of
 from hlo.dtypes import PrimitiveType
-from hlo.errors import HloError, HloEvaluationError, HloParseError, HloVerifierError
+from hlo.errors import HloError, HloEvaluationError, HloInvalidArgumentError, HloParseError, HloVerifierError
 from hlo.evaluator import evaluate
 from hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo.literal import Literal
@@ -23,8 +23,9 @@ from hlo.verifier import verify
 
 __all__ = [
     "Attrs", "CompRef", "ComparisonDirection", "ComparisonType", "ConvDimLabels", "FusionKind", "Ident",
-    "InstRef", "OpMetadata", "PadDim", "ProgramShape", "Raw", "SliceDim", "StrMap", "Window", "WindowDim",
+    "IndexCheck", "InstRef", "OpMetadata", "PadDim", "ProgramShape", "Raw", "SliceDim", "StrMap", "Window", "WindowDim",
     "ComputationBuilder", "Value", "module_of", "PrimitiveType", "HloError", "HloEvaluationError",
+    "HloInvalidArgumentError",
     "HloParseError", "HloVerifierError", "evaluate", "HloComputation", "HloInstruction", "HloModule",
     "Literal", "Opcode", "Layout", "Shape", "ShapeLike", "TupleShape", "scalar", "parse_module",
     "parse_shape", "verify",

@@ -32,6 +32,15 @@ class ComparisonType(enum.Enum):
     UNSIGNED = "UNSIGNED"
 
 
+class IndexCheck(enum.Enum):
+    """``index_check=`` on a gather: TF's run-time check of the start indices instead of XLA's clamp
+    (no attribute: clamp). A failed check fails the run with an invalid-argument error carrying the
+    message of the TF kernel named, which the TF lowering attaches (``hlo/index_check.py`` states it)."""
+
+    TF_GATHER = "tf_gather"  # GatherV2: each scalar index in [0, n); nothing is checked when the result is empty
+    TF_GATHER_ND = "tf_gather_nd"  # GatherNd: each index vector (the last dim) inside the operand
+
+
 class FusionKind(enum.Enum):
     LOOP = "kLoop"
     INPUT = "kInput"

@@ -34,3 +34,8 @@ class HloVerifierError(HloError):
 
 class HloEvaluationError(HloError):
     """Wrong arguments for, or an unevaluable instruction in, ``hlo.evaluate``."""
+
+
+class HloInvalidArgumentError(HloEvaluationError):
+    """The data is invalid for the program (a failed ``index_check``): TF's InvalidArgumentError, with
+    TF's message; compiled kernels return ``TFXLA_STATUS_INVALID_ARGUMENT`` with the same message."""

@@ -1,6 +1,7 @@
 """Indexing ops lowered to HLO and evaluated against TF eager: GatherV2 (axis, batch_dims), GatherNd,
-ScatterNd, TensorScatterUpdate/Add/Sub/Max/Min, OneHot. Indices are in range: TF's CPU kernels raise
-on out-of-range indices where HLO clamps (gather) or skips (scatter)."""
+ScatterNd, TensorScatterUpdate/Add/Sub/Max/Min, OneHot. Out-of-range gather indices raise TF's own
+InvalidArgumentError message (the lowered gathers carry TF's ``index_check``); scatter indices are in
+range (HLO skips out-of-range windows where TF raises)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.lowering_harness import check_lowering
+import hlo
+from tests.lowering_harness import check_lowering, lower_fn
 from tests.shape_inputs import ALL_DTYPES, NUMERIC_DTYPES, dtype_id, sample
 
 R = tf.raw_ops
@@ -86,3 +88,48 @@ CASES = [
 @pytest.mark.parametrize("fn,dims", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_indexing_cases(fn, dims) -> None:
     check_lowering(fn, sample(np.float32, dims, seed=8))
+
+
+def _tf_message(fn, *args) -> str:
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        fn(*[tf.constant(a) for a in args])
+    return info.value.message
+
+
+# (id, fn(params, indices), params dims, indices, the key part of TF's message)
+_OUT_OF_RANGE = [
+    ("gather-high", lambda p, i: tf.gather(p, i), (3, 4), [0, 5], "indices[1] = 5 is not in [0, 3)"),
+    ("gather-negative-2d", lambda p, i: tf.gather(p, i, axis=1), (3, 4), [[0, 1], [-1, 2]],
+     "indices[1,0] = -1 is not in [0, 4)"),
+    ("gather-batch", lambda p, i: tf.gather(p, i, axis=1, batch_dims=1), (3, 4), [[0, 9], [1, 1], [2, 2]],
+     "indices[0,1] = 9 is not in [0, 4)"),
+    ("gather-empty-params", lambda p, i: tf.gather(p, i), (0, 4), [0], "indices[0] = 0 is not in [0, 0)"),
+    ("gather-int64-huge", lambda p, i: tf.gather(p, i), (3, 4), np.array([2**40], np.int64),
+     "indices[0] = 1099511627776 is not in [0, 3)"),
+    ("gathernd-row", lambda p, i: tf.gather_nd(p, i), (3, 4), [[0, 1], [3, 0]],
+     "indices[1] = [3, 0] does not index into param shape [3,4]"),
+    ("gathernd-batched-negative", lambda p, i: tf.gather_nd(p, i), (3, 4), [[[0], [-5]]],
+     "indices[0,1] = [-5] does not index into param shape [3,4]"),
+    ("gathernd-empty-params", lambda p, i: tf.gather_nd(p, i), (3, 0), [[1]],
+     "Requested more than 0 entries, but params is empty.  Params shape: [3,0]"),
+]
+
+
+@pytest.mark.parametrize("fn,dims,indices,key", [c[1:] for c in _OUT_OF_RANGE], ids=[c[0] for c in _OUT_OF_RANGE])
+def test_out_of_range_gather_raises_tf_message(fn, dims, indices, key) -> None:
+    params = sample(np.float32, dims, seed=3)
+    indices = np.asarray(indices, np.int64 if np.asarray(indices).dtype == np.int64 else np.int32)
+    assert key in _tf_message(fn, params, indices)
+    module = lower_fn(fn, params, indices)
+    with pytest.raises(hlo.HloInvalidArgumentError) as info:
+        hlo.evaluate(module, params, indices)
+    assert str(info.value).startswith(key), str(info.value)
+
+
+@pytest.mark.parametrize("fn,dims,indices", [
+    (lambda p, i: tf.gather(p, i), (3, 0), [7]),  # an empty result: TF checks nothing
+    (lambda p, i: tf.gather(p, i), (0, 4), np.zeros([0], np.int32)),
+    (lambda p, i: tf.gather_nd(p, i), (0, 4), np.zeros([0, 1], np.int32)),
+], ids=["gather-empty-slices", "gather-no-indices", "gathernd-no-rows"])
+def test_empty_gathers_match_tf(fn, dims, indices) -> None:
+    check_lowering(fn, sample(np.float32, dims, seed=4), np.asarray(indices, np.int32))

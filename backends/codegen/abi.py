@@ -3,6 +3,11 @@
 A kernel is compiled for exact input dims; ``in_dims`` holds the dims the caller passes, all inputs
 concatenated. Before anything reads a buffer, ``tfxla_run`` refuses a NULL state and any dim that
 differs, naming the input and both sizes.
+
+Status codes of ``tfxla_run``: 0 success; ``STATUS_INVALID_ARGUMENT`` (3, TF's code number) when the
+data is invalid for the program (a gather index outside its operand, with TF's message: the launch op
+raises ``InvalidArgumentError``, the Python runtime ``KernelInvalidArgument``); any other nonzero
+value is an internal failure (1 for the dims check and library errors).
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from backends.codegen.buffer import IndentedBuffer
+
+STATUS_INVALID_ARGUMENT = 3  # = tensorflow::error::INVALID_ARGUMENT
 
 
 def emit_run_checks(out: IndentedBuffer, inputs: Sequence[tuple[str, Sequence[int]]]) -> None:

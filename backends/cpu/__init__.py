@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from backends.cpu.codegen import CodegenOptions, GeneratedKernel, generate
 from backends.cpu.compiler import CompileError, CompilerOptions, compile_shared_object
 from backends.cpu.elemental import CodegenUnsupported
-from backends.cpu.runtime import Kernel, KernelError
+from backends.cpu.runtime import Kernel, KernelError, KernelInvalidArgument
 from hlo.ir import HloModule
 from hlo.verifier import verify
 
@@ -71,4 +71,4 @@ def compile(module: HloModule, options: CompileOptions | None = None) -> Executa
 
 
 __all__ = ["compile", "Executable", "CompileOptions", "CodegenOptions", "CompilerOptions", "CompileError",
-           "CodegenUnsupported", "KernelError"]
+           "CodegenUnsupported", "KernelError", "KernelInvalidArgument"]

@@ -25,6 +25,7 @@ from backends.cpu import ctypes_c as C
 from backends.cpu.column_reduce import column_reduce
 from backends.cpu.buffer_assignment import Arena, can_write_in_place, is_view, last_uses
 from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, Names, linear_index
+from backends.cpu.index_check import emit_index_checks
 from backends.cpu.prelude import PRELUDE
 from hlo.dtypes import PrimitiveType
 from hlo.ir import HloComputation, HloInstruction, HloModule
@@ -294,10 +295,11 @@ class ComputationEmitter:
         dims = outs[0].shape.dims
         if any(o.shape.dims != dims for o in outs):
             raise CodegenUnsupported(f"%{inst.name}: tuple results of different dims in one loop")
-        if 0 in dims:
-            return
         buf = self.buf
         readers = [self.reader(o) for o in inst.operands]
+        checked = emit_index_checks(buf, self.names, self.gen.module, self.comp, inst, readers)
+        if 0 in dims:
+            return
         if inst.opcode is Opcode.FUSION:
             fused = self.gen.module.computation(inst.attr("calls").name)
             emitter = ElementalEmitter(self.gen.module, fused, readers, buf, self.names, self.gen.constant_ref)
@@ -306,6 +308,7 @@ class ComputationEmitter:
             emitter = ElementalEmitter(self.gen.module, self.comp, [], buf, self.names, self.gen.constant_ref,
                                        external=dict(zip(inst.operands, readers)))
             root = inst.name
+        emitter.index_checked = checked
         idx = tuple(self.names.fresh("i") for _ in dims)
         with buf.block(""):
             if len(outs) == 1 and column_reduce(emitter, emitter.comp[root], outs[0], buf, self.names):
@@ -340,7 +343,8 @@ class ComputationEmitter:
         with self.buf.block(""):
             self.buf.line(f"void* const cp[] = {{{', '.join(f'(void*){a}' for a in arg_leaves) or '0'}}};")
             self.buf.line(f"void* const cr[] = {{{', '.join(f'(void*){a}' for a in out_leaves) or '0'}}};")
-            self.buf.line(f"if ({fname}(cp, cr, scratch_base + TFXLA_BASE_{fname}, err, errlen)) return 1;")
+            self.buf.line(f"const int call_status = {fname}(cp, cr, scratch_base + TFXLA_BASE_{fname}, err, errlen);")
+            self.buf.line("if (call_status) return call_status;")
 
     def function_text(self) -> str:
         out = IndentedBuffer()

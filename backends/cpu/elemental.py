@@ -54,6 +54,7 @@ class ElementalEmitter:
         self.names = names
         self.constant_ref = constant_ref  # name of the C array holding a non-scalar constant
         self._memo: list[dict] = [{}]
+        self.index_checked: frozenset[str] = frozenset()  # gathers whose index_check the caller emitted
 
     # --- scoping: values computed inside a nested loop are not visible after it -------
     def push(self) -> None:

@@ -105,7 +105,17 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, idx: Index):
 
 @elemental(Opcode.GATHER)
 def _gather(em: ElementalEmitter, inst: HloInstruction, idx: Index):
+    """XLA's gather: starts clamped into the operand, zeros from an empty operand (nothing is read). A
+    gather with ``index_check=`` is emitted only where the caller checked its indices first
+    (``em.index_checked``, see backends/cpu/index_check.py)."""
     operand, indices = em.operand_shape(inst, 0), em.operand_shape(inst, 1)
+    check = inst.attr("index_check", None)
+    if check is not None and inst.name not in em.index_checked:
+        raise CodegenUnsupported(f"%{inst.name}: gather with index_check={check.value}: this kernel does not "
+                                 f"check the indices first (TF raises InvalidArgumentError where XLA's clamp "
+                                 f"would answer)")
+    if operand.num_elements == 0:
+        return C.literal(0, inst.shape.dtype)
     offset_dims = inst.attr("offset_dims", ())
     collapsed = inst.attr("collapsed_slice_dims", ())
     start_map = inst.attr("start_index_map", ())

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from backends.codegen.abi import STATUS_INVALID_ARGUMENT
 from hlo.dtypes import PrimitiveType
 
 _ERR_LEN = 1024
@@ -16,6 +17,11 @@ _ERR_LEN = 1024
 
 class KernelError(RuntimeError):
     """A kernel returned an error status (its message says why)."""
+
+
+class KernelInvalidArgument(KernelError, ValueError):
+    """The kernel refused the data (``STATUS_INVALID_ARGUMENT``: a gather index outside its operand), with
+    TF's message; where TF raises ``InvalidArgumentError``."""
 
 
 class Kernel:
@@ -82,7 +88,8 @@ class Kernel:
         err = ctypes.create_string_buffer(_ERR_LEN)
         status = self.lib.tfxla_run(self._state, in_ptrs, dim_arr, out_ptrs, self._scratch_ptr, err, _ERR_LEN)
         if status != 0:
-            raise KernelError(err.value.decode(errors="replace"))
+            message = err.value.decode(errors="replace")
+            raise (KernelInvalidArgument if status == STATUS_INVALID_ARGUMENT else KernelError)(message)
         return [o if order is None else np.ascontiguousarray(np.transpose(o, np.argsort(order)))
                 for o, order in zip(outs, self._out_order)]
 

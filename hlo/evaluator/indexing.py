@@ -8,7 +8,9 @@ operand dim in ``operand_batching_dims`` starts at the batch index of the
 matching ``start_indices_batching_dims`` dim. Starts are clamped to
 ``[0, operand_dim - slice_size]`` as XLA does, so a slice never leaves the
 operand. Offset dims walk the slice's dims that are neither collapsed nor
-batching, in operand order.
+batching, in operand order. A gather of an empty operand gives zeros. With
+``index_check=`` (TF's semantics, ``hlo/index_check.py``) an index outside the
+operand raises ``HloInvalidArgumentError`` with TF's message instead.
 
 scatter: the mirror image (``update_window_dims``, ``inserted_window_dims``,
 ``scatter_dims_to_operand_dims``, ``input_batching_dims``,
@@ -26,7 +28,9 @@ from __future__ import annotations
 import numpy as np
 
 from hlo.evaluator import Evaluator, eval_rule
+from hlo.errors import HloInvalidArgumentError
 from hlo.evaluator.callees import combine_at
+from hlo.index_check import node_name, violation
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 
@@ -76,6 +80,12 @@ def _gather(ev: Evaluator, inst: HloInstruction, vals: list[np.ndarray]):
     collapsed = set(inst.attr("collapsed_slice_dims", ()))
     batching = list(inst.attr("operand_batching_dims", ()))
     slice_sizes = list(inst.attr("slice_sizes"))
+    check = inst.attr("index_check", None)
+    if check is not None:
+        problem = violation(check, operand.shape, indices, inst.attr("start_index_map", ()),
+                            inst.shape.num_elements, node_name(inst))
+        if problem:
+            raise HloInvalidArgumentError(problem)
     starts = _starts(_index_vectors(indices, ivd), operand.ndim, inst.attr("start_index_map", ()),
                      batching, inst.attr("start_indices_batching_dims", ()), ivd)
     starts = np.clip(starts, 0, np.maximum(np.array(operand.shape) - np.array(slice_sizes, np.int64), 0))

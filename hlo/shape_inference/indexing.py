@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from hlo.attributes import IndexCheck
+from hlo.index_check import structure_problem
 from hlo.opcodes import Opcode
 from hlo.shape_inference import ShapeContext, shape_rule
 from hlo.shape_inference.common import (
@@ -83,6 +85,13 @@ def gather(ctx: ShapeContext) -> Shape:
     if len(offset_dims) + len(collapsed) + len(obd) != x.rank:
         raise fail(ctx, f"offset_dims ({len(offset_dims)}) + collapsed_slice_dims ({len(collapsed)}) + "
                         f"operand_batching_dims ({len(obd)}) must cover the operand's rank {x.rank}")
+    check = ctx.attr("index_check", None)
+    if check is not None:
+        if not isinstance(check, IndexCheck):
+            raise fail(ctx, f"index_check must be tf_gather or tf_gather_nd, got {check}")
+        problem = structure_problem(check, x.rank, indices.rank, ivd, index_map)
+        if problem:
+            raise fail(ctx, problem)
     window = iter([s for d, s in enumerate(slice_sizes) if d not in collapsed and d not in obd])
     batch = iter([n for d, n in enumerate(expanded) if d != ivd])
     return array(x.dtype, [next(window) if i in offset_dims else next(batch) for i in range(out_rank)])

@@ -12,7 +12,7 @@ import enum
 from typing import Any, Callable
 
 from hlo.attributes import (
-    CompRef, ComparisonDirection, ComparisonType, ConvDimLabels, FusionKind, Ident, InstRef,
+    CompRef, ComparisonDirection, ComparisonType, ConvDimLabels, FusionKind, Ident, IndexCheck, InstRef,
     OpMetadata, PadDim, ProgramShape, Raw, SliceDim, StrMap, Window, WindowDim,
 )
 from hlo.opcodes import CALLED_COMPUTATION_ATTRS
@@ -303,6 +303,7 @@ PARSERS: dict[str, Callable[[Scanner], Any]] = {
     "direction": _read_enum(ComparisonDirection, "a comparison direction (EQ, NE, LT, LE, GT, GE)"),
     "type": _read_enum(ComparisonType, "a comparison type (FLOAT, TOTALORDER, SIGNED, UNSIGNED)"),
     "kind": _read_enum(FusionKind, "a fusion kind (kLoop, kInput, kOutput, kCustom)"),
+    "index_check": _read_enum(IndexCheck, "an index check (tf_gather, tf_gather_nd)"),
     "slice": read_slice,
     "padding": read_padding,
     "window": read_window,

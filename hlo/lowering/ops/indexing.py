@@ -2,13 +2,16 @@
 
 Gathers and scatters become one HLO gather/scatter with XLA's dimension
 numbers (GatherV2's ``batch_dims`` as operand/start-index batching dims).
-TF's CPU kernels reject out-of-range indices at run time; HLO gather clamps
-them and HLO scatter skips them, so only in-range indices agree with TF.
+TF's CPU kernels reject out-of-range indices at run time: gathers carry TF's
+check (``index_check=``, ``hlo/index_check.py``), so a compiled gather raises
+TF's InvalidArgumentError where TF does; HLO scatter still skips them, so only
+in-range scatter indices agree with TF.
 Scatters combine duplicates in index order (ScatterNd adds, pred ORs).
 """
 
 from __future__ import annotations
 
+from hlo.attributes import IndexCheck
 from hlo.dtypes import PrimitiveType
 from hlo.lowering.ops._shape_util import combiner, iota
 from hlo.lowering.registry import register_lowering
@@ -45,7 +48,7 @@ def gather_v2(ctx):
     return ctx.b.gather(params, indices, offset_dims=tuple(offset), collapsed_slice_dims=(axis,),
                         start_index_map=(axis,), operand_batching_dims=tuple(range(batch)),
                         start_indices_batching_dims=tuple(range(batch)), index_vector_dim=len(idims),
-                        slice_sizes=tuple(sizes))
+                        slice_sizes=tuple(sizes), index_check=IndexCheck.TF_GATHER)
 
 
 @register_lowering("GatherNd", dtypes=ALL, type_attrs=("Tparams",))
@@ -61,7 +64,8 @@ def gather_nd(ctx):
     lead = len(idims) - 1
     return ctx.b.gather(params, indices, offset_dims=tuple(range(lead, lead + len(pd) - q)),
                         collapsed_slice_dims=tuple(range(q)), start_index_map=tuple(range(q)),
-                        index_vector_dim=lead, slice_sizes=tuple(min(1, n) for n in pd[:q]) + tuple(pd[q:]))
+                        index_vector_dim=lead, slice_sizes=tuple(min(1, n) for n in pd[:q]) + tuple(pd[q:]),
+                        index_check=IndexCheck.TF_GATHER_ND)
 
 
 def _scatter_nd(ctx, operand, indices, updates, kind: str):

@@ -1,0 +1,153 @@
+"""TF's gather index checks in generated C (``index_check=`` on a gather; the spec is hlo/index_check.py).
+
+Before the loop nest of an instruction that computes checked gathers (the gather itself, or a fusion
+whose checked gathers read their indices from a fusion parameter), one serial loop per gather reads
+each index vector once, compares each component once (``(uint64_t)v >= n`` also catches negatives)
+and, at the first failure in row-major order, writes TF's message into ``err`` and returns
+``STATUS_INVALID_ARGUMENT`` before anything of the gather is read. The message is
+hlo/index_check.py's text with the run-time numbers as ``%lld`` conversions, so the evaluator and
+the kernel say the same. The loop nest's elemental emitter is told which gathers were checked
+(``ElementalEmitter.index_checked``); the gather rule refuses one that was not.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from backends.codegen.abi import STATUS_INVALID_ARGUMENT
+from backends.codegen.buffer import IndentedBuffer
+from backends.cpu.elemental import CodegenUnsupported, Names
+from hlo import index_check as spec
+from hlo.attributes import IndexCheck
+from hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo.opcodes import Opcode
+
+Reader = Callable[[tuple[str, ...]], str]
+
+
+def emit_index_checks(buf: IndentedBuffer, names: Names, module: HloModule, comp: HloComputation,
+                      inst: HloInstruction, readers: Sequence[Reader]) -> frozenset[str]:
+    """Emit the checks of the checked gathers ``inst`` computes, reading its operands through
+    ``readers``; returns the names of the gathers checked."""
+    if inst.opcode is Opcode.GATHER:
+        if inst.attr("index_check", None) is None:
+            return frozenset()
+        _emit_check(buf, names, inst, comp[inst.operands[0]].shape, comp[inst.operands[1]].shape, readers[1])
+        return frozenset({inst.name})
+    if inst.opcode is not Opcode.FUSION:
+        return frozenset()
+    fused = module.computation(inst.attr("calls").name)
+    checked = set()
+    for g in fused.instructions:
+        if g.opcode is not Opcode.GATHER or g.attr("index_check", None) is None:
+            continue
+        source = fused[g.operands[1]]
+        if source.opcode is not Opcode.PARAMETER:
+            raise CodegenUnsupported(f"%{g.name}: the indices of a gather with index_check= must be a parameter "
+                                     f"of fusion %{inst.name} to be checked before its loop")
+        _emit_check(buf, names, g, fused[g.operands[0]].shape, source.shape, readers[source.parameter_number])
+        checked.add(g.name)
+    return frozenset(checked)
+
+
+def c_string(text: str) -> str:
+    """A C string literal of ``text``."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif " " <= ch < "\x7f":
+            out.append(ch)
+        else:
+            out.extend(f"\\{b:03o}" for b in ch.encode())
+    return '"' + "".join(out) + '"'
+
+
+def _format(template: str, fields: dict[str, str]) -> str:
+    """``template`` (spec text with ``@name@`` placeholders) as a printf format: ``%`` doubled, fields in."""
+    text = template.replace("%", "%%")
+    for key, conversion in fields.items():
+        text = text.replace(f"@{key}@", conversion)
+    return c_string(text)
+
+
+def _prod(dims: Sequence[int]) -> int:
+    out = 1
+    for n in dims:
+        out *= n
+    return out
+
+
+def _emit_check(buf: IndentedBuffer, names: Names, gather: HloInstruction, operand, indices, read: Reader) -> None:
+    kind = gather.attr("index_check")
+    node = spec.node_name(gather)
+    smap = gather.attr("start_index_map", ())
+    status = f"return {STATUS_INVALID_ARGUMENT}; /* TFXLA_STATUS_INVALID_ARGUMENT */"
+    if kind is IndexCheck.TF_GATHER:
+        if gather.shape.num_elements == 0:
+            return
+        row_dims, depth = tuple(indices.dims), None
+    else:
+        row_dims, depth = tuple(indices.dims[:-1]), indices.dims[-1]
+        if _prod(row_dims) == 0:
+            return
+        if operand.num_elements == 0:
+            buf.line(f"/* %{gather.name} ({kind.value}): index rows into an empty operand */")
+            buf.line(f"snprintf(err, errlen, {_format(spec.empty_params_message(operand.dims), {})}); {status}")
+            return
+    limits = [operand.dims[d] for d in smap]
+    if not limits or _prod(row_dims) == 0:
+        return
+    buf.line(f"/* %{gather.name} ({kind.value}): TF's check of every index before the gather reads */")
+    with buf.block(""):
+        pos, bad, vals, done = names.fresh("pos"), names.fresh("bad"), names.fresh("badv"), names.fresh("checked")
+        buf.line(f"int64_t {pos} = 0, {bad} = -1;")
+        buf.line(f"int64_t {vals}[{len(limits)}] = {{0}};")
+        loop_vars = [names.fresh("c") for _ in row_dims]
+        for var, n in zip(loop_vars, row_dims):
+            buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
+            buf._level += 1
+        comps = []
+        for k in range(len(limits)):
+            full = tuple(loop_vars) if depth is None else tuple(loop_vars) + (str(k),)
+            comps.append(names.fresh("v"))
+            buf.line(f"const int64_t {comps[-1]} = (int64_t)({read(full)});")
+        cond = " || ".join(f"(uint64_t){v} >= UINT64_C({n})" for v, n in zip(comps, limits))
+        with buf.block(f"if ({cond})"):
+            for k, v in enumerate(comps):
+                buf.line(f"{vals}[{k}] = {v};")
+            buf.line(f"{bad} = {pos};")
+            buf.line(f"goto {done};")
+        buf.line(f"++{pos};")
+        for _ in row_dims:
+            buf._level -= 1
+            buf.line("}")
+        buf.line(f"{done}:;")
+        with buf.block(f"if ({bad} >= 0)"):
+            position, args = _position(bad, row_dims)
+            if depth is None:
+                fmt = _format(spec.range_message("@P@", "@V@", limits[0], node), {"P": position, "V": "%lld"})
+                args.append(f"(long long){vals}[0]")
+            else:
+                vector = [f"@V{k}@" for k in range(len(limits))]
+                fmt = _format(spec.nd_message("@P@", vector, operand.dims, node),
+                              {"P": position, **{f"V{k}": "%lld" for k in range(len(limits))}})
+                args += [f"(long long){vals}[{k}]" for k in range(len(limits))]
+            buf.line(f"snprintf(err, errlen, {fmt}, {', '.join(args)});")
+            buf.line(status)
+
+
+def _position(flat: str, dims: Sequence[int]) -> tuple[str, list[str]]:
+    """TF's SliceDebugString of row-major position ``flat`` in ``dims``: printf conversions and arguments."""
+    if not dims:
+        return "", []
+    args, stride = [], 1
+    for n in reversed(dims):
+        args.append(f"(long long)(({flat} / {stride}) % {n})" if stride != 1 else f"(long long)({flat} % {n})")
+        stride *= n
+    args.reverse()
+    return "[" + ",".join("%lld" for _ in dims) + "]", args
