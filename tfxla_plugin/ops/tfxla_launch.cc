@@ -22,7 +22,9 @@
 //   InvalidArgument naming the input, the expected and the actual shape.
 // * The per-executable state is written only by tfxla_init; every call gets its own scratch arena
 //   (allocate_temp, 64-byte aligned), so concurrent calls of one kernel are safe.
-// * Every failure is a TF error status naming the kernel file; nothing here aborts the process.
+// * Every failure is a TF error status naming the kernel file; nothing here aborts the process. A kernel
+//   status of 3 (kStatusInvalidArgument: the data is invalid, e.g. a gather index out of range) is an
+//   InvalidArgument starting with the kernel's message (TF's own text); any other nonzero one Internal.
 // * An argument may be a variable's resource handle (Tin entry DT_RESOURCE) instead of its value:
 //   the op reads the variable as ReadVariableOp does (shared lock; a copy in copy-on-read mode)
 //   and checks its dtype and shape like any input. The eager single-launch path passes handles,
@@ -326,6 +328,12 @@ class TfxlaLaunchOp : public OpKernel {
     const int status = k.run(k.state, in, in_dims, out, scratch, err, sizeof(err));
     err[kErrLen - 1] = '\0';
     if (status == 0) return absl::OkStatus();
+    // The kernel refused the data (a gather index outside its operand): TF's error with TF's message.
+    constexpr int kStatusInvalidArgument = 3;  // backends/codegen/abi.py STATUS_INVALID_ARGUMENT
+    if (status == kStatusInvalidArgument) {
+      return InvalidArgument(err[0] ? err : "invalid argument", " (TfxlaLaunch cluster '", cluster_, "', kernel ",
+                             k.Name(), ")");
+    }
     return Internal("TfxlaLaunch cluster '", cluster_, "': kernel ", k.Name(), " failed (status ", status,
                     "): ", err[0] ? err : "no message");
   }
