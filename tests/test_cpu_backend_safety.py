@@ -10,7 +10,8 @@
     mallocs every buffer at its exact size; it runs as a subprocess (ASan inside a
     ctypes-loaded library is fragile) and must report no error, print the
     outputs the evaluator gives, and, given wrong dims, return an error without
-    touching the outputs.
+    touching the outputs. ``tests/test_cpu_backend_asan_shapes.py`` runs every
+    opcode this way on size-0, size-1 and odd shapes.
 (c) A compile failure is a ``CompileError`` with the command, stderr and kept source.
 (d) The cache: a second compile is a hit without running the compiler, also in
     a new process; a corrupted cached object is a ``KernelError``, not a crash.
@@ -217,6 +218,7 @@ static void* exact(size_t n) {  /* ASan puts a redzone right after the n request
 
 int main(int argc, char** argv) {
   const int bad = argc > 1 && strcmp(argv[1], "baddims") == 0;
+  const int invalid = argc > 1 && strcmp(argv[1], "invalid") == 0;  /* the data must be refused: status 3 */
   void* in[NIN + 1];
   void* out[NOUT + 1];
   for (int k = 0; k < NIN; ++k) {
@@ -236,6 +238,9 @@ int main(int argc, char** argv) {
     for (int k = 0; k < NOUT; ++k)
       for (size_t b = 0; b < OUT_BYTES[k]; ++b)
         if (((unsigned char*)out[k])[b] != 0xAB) { fprintf(stderr, "output %d written\n", k); return 7; }
+    printf("%s", err);
+  } else if (invalid) {
+    if (status != 3) { fprintf(stderr, "expected status 3 (invalid argument), got %d: %s\n", status, err); return 9; }
     printf("%s", err);
   } else {
     if (status != 0) { fprintf(stderr, "run failed: %s\n", err); return 8; }
