@@ -264,3 +264,43 @@ ENTRY %main (x: f32[3], xi: s32[3], idx: s32[4,1], u: f32[4], ui: s32[4]) -> (f3
                              np.array([5, 1, 7, 6], np.float32), np.arange(4, dtype=np.int32))
     np.testing.assert_array_equal(vals, [7, 0, 1])
     np.testing.assert_array_equal(ids, [2, -1, 1])
+
+
+# --- index_check= (TF's gather check, hlo/index_check.py) -------------------------------------
+
+CHECKED = """HloModule checked
+ENTRY %e (x: f32[3,4], i: s32[2]) -> f32[2,4] {
+  %x = f32[3,4] parameter(0)
+  %i = s32[2] parameter(1)
+  ROOT %g = f32[2,4] gather(f32[3,4] %x, s32[2] %i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}, index_check=tf_gather
+}
+"""
+
+
+def test_index_check_round_trips_and_is_typed():
+    module = hlo.parse_module(CHECKED)
+    assert module.entry.root.attr("index_check") is hlo.IndexCheck.TF_GATHER
+    assert hlo.parse_module(module.to_text()) == module
+    assert "index_check=tf_gather\n" in module.to_text()
+    with pytest.raises(hlo.HloParseError, match="an index check"):
+        hlo.parse_module(CHECKED.replace("index_check=tf_gather", "index_check=clamp"))
+
+
+def test_index_check_structure_is_verified():
+    nd_on_scalars = hlo.parse_module(CHECKED.replace("tf_gather", "tf_gather_nd"))
+    with pytest.raises(hlo.HloVerifierError, match="index_check=tf_gather_nd needs the index vector in the "
+                                                   "indices' last dim"):
+        hlo.verify(nd_on_scalars)
+    vector = CHECKED.replace("s32[2]", "s32[2,1]")
+    with pytest.raises(hlo.HloVerifierError, match="index_check=tf_gather needs scalar indices"):
+        hlo.verify(hlo.parse_module(vector))
+
+
+def test_checked_gather_raises_where_xla_clamps():
+    module = hlo.parse_module(CHECKED)
+    x = f32(3, 4)
+    np.testing.assert_array_equal(hlo.evaluate(module, x, np.array([2, 0], np.int32))[0], x[[2, 0]])
+    with pytest.raises(hlo.HloInvalidArgumentError, match=r"^indices\[1\] = 3 is not in \[0, 3\)\n\t \[\[\{\{node g"):
+        hlo.evaluate(module, x, np.array([0, 3], np.int32))
+    clamped = hlo.parse_module(CHECKED.replace(", index_check=tf_gather", ""))
+    np.testing.assert_array_equal(hlo.evaluate(clamped, x, np.array([0, 3], np.int32))[0], x[[0, 2]])
