@@ -1,10 +1,11 @@
 """TF's gather index checks in generated C (``index_check=`` on a gather; the spec is hlo/index_check.py).
 
 Before the loop nest of an instruction that computes checked gathers (the gather itself, or a fusion
-whose checked gathers read their indices from a fusion parameter), one serial loop per gather reads
-each index vector once, compares each component once (``(uint64_t)v >= n`` also catches negatives)
-and, at the first failure in row-major order, writes TF's message into ``err`` and returns
-``STATUS_INVALID_ARGUMENT`` before anything of the gather is read. The message is
+whose checked gathers read their indices from a fusion parameter), one branch-free (vectorized) pass
+per gather reads each index vector once and compares each component once (``(uint64_t)v >= n`` also
+catches negatives). Only when it finds a bad index does a second pass find the first in row-major
+order, write TF's message into ``err`` and return ``STATUS_INVALID_ARGUMENT``, before anything of
+the gather is read. The message is
 hlo/index_check.py's text with the run-time numbers as ``%lld`` conversions, so the evaluator and
 the kernel say the same. The loop nest's elemental emitter is told which gathers were checked
 (``ElementalEmitter.index_checked``); the gather rule refuses one that was not.
@@ -104,41 +105,59 @@ def _emit_check(buf: IndentedBuffer, names: Names, gather: HloInstruction, opera
         return
     buf.line(f"/* %{gather.name} ({kind.value}): TF's check of every index before the gather reads */")
     with buf.block(""):
-        pos, bad, vals, done = names.fresh("pos"), names.fresh("bad"), names.fresh("badv"), names.fresh("checked")
-        buf.line(f"int64_t {pos} = 0, {bad} = -1;")
-        buf.line(f"int64_t {vals}[{len(limits)}] = {{0}};")
-        loop_vars = [names.fresh("c") for _ in row_dims]
-        for var, n in zip(loop_vars, row_dims):
-            buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
-            buf._level += 1
-        comps = []
-        for k in range(len(limits)):
-            full = tuple(loop_vars) if depth is None else tuple(loop_vars) + (str(k),)
-            comps.append(names.fresh("v"))
-            buf.line(f"const int64_t {comps[-1]} = (int64_t)({read(full)});")
-        cond = " || ".join(f"(uint64_t){v} >= UINT64_C({n})" for v, n in zip(comps, limits))
-        with buf.block(f"if ({cond})"):
-            for k, v in enumerate(comps):
-                buf.line(f"{vals}[{k}] = {v};")
-            buf.line(f"{bad} = {pos};")
-            buf.line(f"goto {done};")
-        buf.line(f"++{pos};")
-        for _ in row_dims:
-            buf._level -= 1
-            buf.line("}")
-        buf.line(f"{done}:;")
-        with buf.block(f"if ({bad} >= 0)"):
-            position, args = _position(bad, row_dims)
-            if depth is None:
-                fmt = _format(spec.range_message("@P@", "@V@", limits[0], node), {"P": position, "V": "%lld"})
-                args.append(f"(long long){vals}[0]")
-            else:
-                vector = [f"@V{k}@" for k in range(len(limits))]
-                fmt = _format(spec.nd_message("@P@", vector, operand.dims, node),
-                              {"P": position, **{f"V{k}": "%lld" for k in range(len(limits))}})
-                args += [f"(long long){vals}[{k}]" for k in range(len(limits))]
-            buf.line(f"snprintf(err, errlen, {fmt}, {', '.join(args)});")
-            buf.line(status)
+        # A branch-free pass the compiler vectorizes; only a failure pays for the second pass that finds
+        # the first bad index (row-major, as TF reports it) and its values.
+        anybad, pos, bad, vals, done = (names.fresh("anybad"), names.fresh("pos"), names.fresh("bad"),
+                                        names.fresh("badv"), names.fresh("checked"))
+        buf.line(f"int {anybad} = 0;")
+        comps = _row_loops(buf, names, row_dims, depth, limits, read)
+        buf.line(f"{anybad} |= {' | '.join(f'((uint64_t){v} >= UINT64_C({n}))' for v, n in zip(comps, limits))};")
+        _close_loops(buf, row_dims)
+        with buf.block(f"if ({anybad})"):
+            buf.line(f"int64_t {pos} = 0, {bad} = -1;")
+            buf.line(f"int64_t {vals}[{len(limits)}] = {{0}};")
+            comps = _row_loops(buf, names, row_dims, depth, limits, read)
+            cond = " || ".join(f"(uint64_t){v} >= UINT64_C({n})" for v, n in zip(comps, limits))
+            with buf.block(f"if ({cond})"):
+                for k, v in enumerate(comps):
+                    buf.line(f"{vals}[{k}] = {v};")
+                buf.line(f"{bad} = {pos};")
+                buf.line(f"goto {done};")
+            buf.line(f"++{pos};")
+            _close_loops(buf, row_dims)
+            buf.line(f"{done}:;")
+            with buf.block(f"if ({bad} >= 0)"):
+                position, args = _position(bad, row_dims)
+                if depth is None:
+                    fmt = _format(spec.range_message("@P@", "@V@", limits[0], node), {"P": position, "V": "%lld"})
+                    args.append(f"(long long){vals}[0]")
+                else:
+                    vector = [f"@V{k}@" for k in range(len(limits))]
+                    fmt = _format(spec.nd_message("@P@", vector, operand.dims, node),
+                                  {"P": position, **{f"V{k}": "%lld" for k in range(len(limits))}})
+                    args += [f"(long long){vals}[{k}]" for k in range(len(limits))]
+                buf.line(f"snprintf(err, errlen, {fmt}, {', '.join(args)});")
+                buf.line(status)
+
+
+def _row_loops(buf: IndentedBuffer, names: Names, row_dims, depth, limits, read: Reader) -> list[str]:
+    """Open loops over the index rows; returns the row's index components (int64_t locals)."""
+    loop_vars = [names.fresh("c") for _ in row_dims]
+    for var, n in zip(loop_vars, row_dims):
+        buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
+        buf._level += 1
+    comps = []
+    for k in range(len(limits)):
+        full = tuple(loop_vars) if depth is None else tuple(loop_vars) + (str(k),)
+        comps.append(names.fresh("v"))
+        buf.line(f"const int64_t {comps[-1]} = (int64_t)({read(full)});")
+    return comps
+
+
+def _close_loops(buf: IndentedBuffer, row_dims) -> None:
+    for _ in row_dims:
+        buf._level -= 1
+        buf.line("}")
 
 
 def _position(flat: str, dims: Sequence[int]) -> tuple[str, list[str]]:
