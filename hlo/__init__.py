@@ -23,10 +23,9 @@ from hlo.verifier import verify
 
 __all__ = [
     "Attrs", "CompRef", "ComparisonDirection", "ComparisonType", "ConvDimLabels", "FusionKind", "Ident",
-    "IndexCheck", "InstRef", "OpMetadata", "PadDim", "ProgramShape", "Raw", "SliceDim", "StrMap", "Window", "WindowDim",
-    "ComputationBuilder", "Value", "module_of", "PrimitiveType", "HloError", "HloEvaluationError",
-    "HloInvalidArgumentError",
-    "HloParseError", "HloVerifierError", "evaluate", "HloComputation", "HloInstruction", "HloModule",
-    "Literal", "Opcode", "Layout", "Shape", "ShapeLike", "TupleShape", "scalar", "parse_module",
-    "parse_shape", "verify",
+    "IndexCheck", "InstRef", "OpMetadata", "PadDim", "ProgramShape", "Raw", "SliceDim", "StrMap", "Window",
+    "WindowDim", "ComputationBuilder", "Value", "module_of", "PrimitiveType", "HloError", "HloEvaluationError",
+    "HloInvalidArgumentError", "HloParseError", "HloVerifierError", "evaluate", "HloComputation",
+    "HloInstruction", "HloModule", "Literal", "Opcode", "Layout", "Shape", "ShapeLike", "TupleShape", "scalar",
+    "parse_module", "parse_shape", "verify",
 ]

@@ -28,7 +28,7 @@ import numpy as np
 from hlo.attributes import IndexCheck
 
 
-def structure_problem(kind: IndexCheck, operand_rank: int, indices_rank: int, index_vector_dim: int,
+def structure_problem(kind: IndexCheck, indices_rank: int, index_vector_dim: int,
                       start_index_map: Sequence[int]) -> str | None:
     """Why a gather of this structure cannot carry ``kind``, or None (the verifier's check)."""
     if kind is IndexCheck.TF_GATHER:

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo.evaluator import Evaluator, eval_rule
 from hlo.errors import HloInvalidArgumentError
+from hlo.evaluator import Evaluator, eval_rule
 from hlo.evaluator.callees import combine_at
 from hlo.index_check import node_name, violation
 from hlo.ir import HloInstruction

@@ -89,7 +89,7 @@ def gather(ctx: ShapeContext) -> Shape:
     if check is not None:
         if not isinstance(check, IndexCheck):
             raise fail(ctx, f"index_check must be tf_gather or tf_gather_nd, got {check}")
-        problem = structure_problem(check, x.rank, indices.rank, ivd, index_map)
+        problem = structure_problem(check, indices.rank, ivd, index_map)
         if problem:
             raise fail(ctx, problem)
     window = iter([s for d, s in enumerate(slice_sizes) if d not in collapsed and d not in obd])
