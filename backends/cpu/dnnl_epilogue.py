@@ -8,19 +8,24 @@ match; otherwise the backend computes ``cut`` with oneDNN and the rest of the
 epilogue with the elemental emitter (``cut == hero`` when nothing matches).
 
 Recognised, bottom-up from the hero (each step must keep the hero's dims and type):
-* a binary op with a side input: ``+ - * / max min`` of a fusion parameter or constant,
+* a binary op with a side input: ``+ - * /`` of a fusion parameter or constant,
   full-shape or broadcast (bias, residual, per-channel scale, scalar parameter), or the broadcast
   of a small value computed from them alone (a batch norm's per-channel scale and shift, which the
   backend computes into scratch first);
 * ``x*c``, ``x+c``, ``x-c``, ``c-x``, ``-x`` with a scalar constant (oneDNN ``linear``);
-* ``max(x,c)``, ``min(x,c)``, ``clamp`` in HLO form or as TF's select/compare lowering (relu,
-  relu6: ``clip``), ``tanh``, ``logistic``, ``exp``, ``abs``, ``sqrt``, ``log``, ``x*x``,
+* ``tanh``, ``logistic``, ``abs``, ``sqrt``, ``log``, ``x*x``,
   ``x*logistic(k*x)`` (swish, tf.nn.silu), ``elu`` (select on ``x<0`` of ``expm1(x)``), and gelu in its tanh form
   ``0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))`` and erf form ``0.5*x*(1+erf(x/sqrt(2)))``, with
-  products and sums in any order and grouping (patterns below; commutative operands permuted).
+  products and sums in any order and grouping (patterns below; commutative operands permuted);
+* ``select(k < x, x, k)`` (``clip``): the one max-like form whose NaN result, ``k``, is also oneDNN's.
 
-Exact up to rounding, with one known deviation: oneDNN's relu/clip return 0 for a NaN input where
-maximum/minimum/select propagate it (TF graph mode's fused MatMul/Conv2D+Relu behave like oneDNN).
+NaN is kept exactly as the evaluator keeps it. oneDNN's ``relu``, ``clip`` and binary ``max``/``min``
+(x86: ``maxps``/``minps`` with the constant or side operand second) return the bound or the side value
+for a NaN accumulator, where HLO ``maximum``/``minimum``/``clamp`` and TF's select lowering of Relu and
+Relu6 propagate it (as TF eager and XLA do), and oneDNN's ``exp`` returns +inf for NaN. No chain of
+cheap post-ops can tell a NaN from -inf (both would have to leave ``maxps``'s bound), so those ops are
+not post-ops: the cut stops before them and the backend's own loop applies them, in place when it
+may (``tail_in_place``). Known deviation: oneDNN's ``gelu_erf`` returns NaN for +inf (the evaluator: +inf).
 """
 
 from __future__ import annotations
@@ -82,9 +87,8 @@ def p(op, *children) -> Pat:
     return Pat(op, tuple(Const(float(c)) if isinstance(c, (int, float)) else c for c in children))
 
 
-K, LO, HI = Capture("k"), Capture("lo"), Capture("hi")
+K = Capture("k")
 _ASSOC = (O.ADD, O.MULTIPLY)
-_COMMUTATIVE = (O.MAXIMUM, O.MINIMUM)
 
 
 def _clip(lo, hi):
@@ -110,26 +114,23 @@ TEMPLATES: dict[O, list[tuple[Pat, object]]] = {
     O.NEGATE: [(p(O.NEGATE, X), lambda b: (Eltwise("linear", -1.0, 0.0),))],
     O.TANH: [(p(O.TANH, X), lambda b: (Eltwise("tanh"),))],
     O.LOGISTIC: [(p(O.LOGISTIC, X), lambda b: (Eltwise("logistic"),))],
-    O.EXPONENTIAL: [(p(O.EXPONENTIAL, X), lambda b: (Eltwise("exp"),))],
     O.ABS: [(p(O.ABS, X), lambda b: (Eltwise("abs"),))],
     O.SQRT: [(p(O.SQRT, X), lambda b: (Eltwise("sqrt"),))],
     O.LOG: [(p(O.LOG, X), lambda b: (Eltwise("log"),))],
-    O.MAXIMUM: [(p(O.MAXIMUM, X, K), _clip(lambda b: b["k"], lambda b: INF))],
-    O.MINIMUM: [(p(O.MINIMUM, X, K), _clip(lambda b: -INF, lambda b: b["k"]))],
-    O.CLAMP: [(p(O.CLAMP, LO, X, HI), _clip(lambda b: b["lo"], lambda b: b["hi"]))],
-    O.SELECT: [  # TF's std::max/std::min lowering and elu
-        (p(O.SELECT, p("less", X, K), K, X), _clip(lambda b: b["k"], lambda b: INF)),
+    O.SELECT: [
+        # TF's std::max/std::min lowering of Relu and Relu6 (select(x < k, k, x), select(k < x, k, x)),
+        # maximum, minimum and clamp pass NaN on; oneDNN's clip maps it to its lower bound, so only
+        # select(k < x, x, k), whose NaN result is k, is a clip (see the module docstring).
         (p(O.SELECT, p("less", K, X), X, K), _clip(lambda b: b["k"], lambda b: INF)),
-        (p(O.SELECT, p("less", K, X), K, X), _clip(lambda b: -INF, lambda b: b["k"])),
-        (p(O.SELECT, p("less", X, K), X, K), _clip(lambda b: -INF, lambda b: b["k"])),
         (p(O.SELECT, p("less", X, 0), p(O.EXPONENTIAL_MINUS_ONE, X), X), lambda b: (Eltwise("elu", 1.0),)),
         (p(O.SELECT, p("less", 0, X), X, p(O.EXPONENTIAL_MINUS_ONE, X)), lambda b: (Eltwise("elu", 1.0),)),
     ],
 }
 
-# Binary post-ops with a side input: opcode -> (oneDNN algorithm, commutative)
+# Binary post-ops with a side input: opcode -> (oneDNN algorithm, commutative). Not max/min: oneDNN's
+# return the side value where the accumulator is NaN.
 BINARY = {O.ADD: ("add", True), O.MULTIPLY: ("mul", True), O.SUBTRACT: ("sub", False),
-          O.DIVIDE: ("div", False), O.MAXIMUM: ("max", True), O.MINIMUM: ("min", True)}
+          O.DIVIDE: ("div", False)}
 
 
 # --- matching --------------------------------------------------------------------------------------
@@ -214,7 +215,7 @@ class _Matcher:
             return
         if inst.opcode is not pat.op or len(inst.operands) != len(pat.children):
             return
-        orders = itertools.permutations(inst.operands) if pat.op in _COMMUTATIVE else [inst.operands]
+        orders = itertools.permutations(inst.operands) if pat.op.is_commutative else [inst.operands]
         for order in orders:
             yield from self._match_all(pat.children, order, bind)
 

@@ -9,7 +9,9 @@
   (grouped and depthwise weights ``[G, O/G, I/G, ...]``); weights always go into oneDNN's preferred
   layout (once at init when constant, per call otherwise).
 * ``fusion kind=kOutput`` with one dot/convolution: the matched part of the epilogue becomes
-  post-ops (``dnnl_epilogue``); the rest, if any, runs in an elemental loop reading the library result.
+  post-ops (``dnnl_epilogue``); the rest, if any, runs in an elemental loop reading the library result,
+  in place in the result buffer when the rest is elementwise (``tail_in_place``: relu, relu6, clip
+  keep NaN this way), else from scratch.
 
 Whatever cannot be described (other element types, batch_group_count, lhs dilation, reversal,
 negative padding, zero-size dims, oneDNN absent or disabled with ``CodegenOptions.dnnl=False``) is
@@ -226,7 +228,8 @@ def _output_fusion(em: ComputationEmitter, inst: HloInstruction, target: Value):
         return False
     match = match_epilogue(comp, hero.name)
     full = match.cut == comp.root_name
-    dst_buf = target if full else Buf(em.names.fresh("b"), Shape.array(hero.shape.dtype, hero.shape.dims))
+    in_place = full or tail_in_place(comp, match.cut, target.shape)
+    dst_buf = target if in_place else Buf(em.names.fresh("b"), Shape.array(hero.shape.dtype, hero.shape.dims))
     plan = _PLANS[hero.opcode](hero, operands[0], operands[1], dst_buf)
     if plan is None:
         return False
@@ -239,15 +242,16 @@ def _output_fusion(em: ComputationEmitter, inst: HloInstruction, target: Value):
         tail = _epilogue_loop(em, inst, comp, match.cut, dst_buf, target)
         if tail is None:
             return False
-        ctype = C.storage(dst_buf.shape.dtype)
-        region = em.alloc_bytes(dst_buf.shape.byte_size, f"{inst.name}#dnnl")
-        em.decls.line(f"{ctype}* const {dst_buf.ptr} = ({ctype}*){region};")
+        if not in_place:
+            ctype = C.storage(dst_buf.shape.dtype)
+            region = em.alloc_bytes(dst_buf.shape.byte_size, f"{inst.name}#dnnl")
+            em.decls.line(f"{ctype}* const {dst_buf.ptr} = ({ctype}*){region};")
     bias = None
     if post_ops and _is_bias(post_ops[0], plan):
         bias = post_ops.pop(0).src1
         bias = Tensor((bias.dims[plan.channel],), (1,), bias.dtype, bias.ptr) if plan.conv else bias
     alias = None
-    if full and any(isinstance(op, Binary) and op.src1.dims == plan.dst.dims for op in post_ops):
+    if in_place and any(isinstance(op, Binary) and op.src1.dims == plan.dst.dims for op in post_ops):
         # buffer assignment may give the result the buffer of a dying residual operand
         alias = (em.alloc_bytes(target.shape.byte_size, f"{inst.name}#alias"), target.shape.byte_size)
     em.buf.splice(prelude)
@@ -256,6 +260,35 @@ def _output_fusion(em: ComputationEmitter, inst: HloInstruction, target: Value):
     if tail is not None:
         em.buf.splice(tail)
     return None
+
+
+def tail_in_place(comp: HloComputation, cut: str, out: Shape) -> bool:
+    """Whether the library op may write ``cut`` into the fusion's result buffer (of shape ``out``) and the
+    epilogue loop finish it there: every instruction after the cut is elementwise over the result's
+    dims (each element of the cut is read only at the index written), and nothing else the loop reads
+    is as large as the result (the result may be given the buffer of a dying residual operand; the
+    post-ops' operands are guarded at run time, ``DnnlPrimitive.alias_scratch``)."""
+    cut_inst, users = comp[cut], comp.users()
+    if not isinstance(out, Shape) or cut_inst.shape.dtype != out.dtype or cut_inst.shape.dims != out.dims:
+        return False
+    after, work = set(), list(users.get(cut, []))
+    while work:
+        name = work.pop()
+        if name not in after:
+            after.add(name)
+            work.extend(users.get(name, []))
+    for name in after:
+        inst = comp[name]
+        if not (inst.opcode.is_elementwise and isinstance(inst.shape, Shape) and inst.shape.dims == out.dims):
+            return False
+    side, work = set(), [o for name in after for o in comp[name].operands if o not in after and o != cut]
+    while work:
+        name = work.pop()
+        if name not in side:
+            side.add(name)
+            work.extend(comp[name].operands)
+    return all(comp[name].opcode is not Opcode.PARAMETER or comp[name].shape.num_elements < out.num_elements
+               for name in side)
 
 
 def _post_ops(em, fusion, comp, plan: _Plan, ops, prelude: IndentedBuffer) -> list | None:

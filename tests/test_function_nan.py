@@ -1,0 +1,65 @@
+"""NaN and +-inf through a matmul or convolution fused with relu, relu6, clip or maximum.
+
+``tfxla_plugin.function(jit_compile=True)`` compiles each function to one output fusion run by oneDNN
+(the dot or convolution, bias as a post-op); the clamp keeps NaN as TF eager (and TF's XLA) do, where
+oneDNN's relu/clip post-ops would return the bound. Inputs hold a NaN, a +inf and a -inf in different
+rows or pixels, so results hold NaN, +-inf and clamped values; they must equal TF eager's, NaN positions
+included (rtol 1e-5, atol 1e-5 on the finite ones).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_plugin
+from backends.cpu import dnnl
+
+pytestmark = pytest.mark.skipif(dnnl.find_install() is None, reason="oneDNN is not installed")
+
+RNG = np.random.default_rng(7)
+
+
+def _special(shape, spots) -> tf.Tensor:
+    x = RNG.standard_normal(shape).astype(np.float32)
+    for index, value in zip(spots, (np.nan, np.inf, -np.inf)):
+        x[index] = value
+    return tf.constant(x)
+
+
+W = tf.constant(RNG.standard_normal((12, 20)).astype(np.float32))
+B = tf.constant(RNG.standard_normal(20).astype(np.float32))
+K = tf.constant(RNG.standard_normal((3, 3, 4, 8)).astype(np.float32))
+KB = tf.constant(RNG.standard_normal(8).astype(np.float32))
+
+MATMUL = {  # (x, weights, bias) -> result
+    "relu": lambda x, w, b: tf.nn.relu(tf.matmul(x, w) + b),
+    "relu6": lambda x, w, b: tf.nn.relu6(tf.matmul(x, w) + b),
+    "maximum0": lambda x, w, b: tf.maximum(tf.matmul(x, w) + b, 0.0),
+    "minimum": lambda x, w, b: tf.minimum(tf.matmul(x, w) + b, 0.5),
+    "clip": lambda x, w, b: tf.clip_by_value(tf.matmul(x, w), -1.0, 1.0),
+}
+CONV = {
+    "relu": lambda x, k, b: tf.nn.relu(tf.nn.conv2d(x, k, 1, "SAME") + b),
+    "relu6": lambda x, k, b: tf.nn.relu6(tf.nn.conv2d(x, k, 1, "SAME") + b),
+    "clip": lambda x, k, b: tf.clip_by_value(tf.nn.conv2d(x, k, 1, "VALID") + b, -0.5, 2.0),
+}
+
+
+def _check(fn, *args) -> None:
+    want = fn(*args).numpy()
+    got = tfxla_plugin.function(jit_compile=True)(fn)(*args).numpy()
+    assert np.isnan(want).any()  # the NaN reaches the clamp (so do the +-inf rows or pixels)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", list(MATMUL))
+def test_matmul_epilogue_keeps_nan_like_tf(name: str) -> None:
+    _check(MATMUL[name], _special((6, 12), [(0, 3), (2, 5), (4, 1)]), W, B)
+
+
+@pytest.mark.parametrize("name", list(CONV))
+def test_conv_epilogue_keeps_nan_like_tf(name: str) -> None:
+    _check(CONV[name], _special((1, 9, 9, 4), [(0, 1, 1, 0), (0, 4, 7, 2), (0, 7, 3, 1)]), K, KB)
