@@ -48,6 +48,10 @@ def _conv_relu6(x, w, b):
     return tf.nn.relu6(tf.nn.conv2d(x, w, 1, "SAME") + b)
 
 
+def _dw_relu6(x, w, b):
+    return tf.nn.relu6(tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "SAME") + b)
+
+
 CASES = [
     Case("matmul [64,784]x[784,512]", tf.matmul, ((64, 784), (784, 512))),
     Case("matmul [64,512]x[512,512]", tf.matmul, ((64, 512), (512, 512))),
@@ -58,6 +62,9 @@ CASES = [
     Case("conv 1x1 [1,56,56,24->144]", lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"), ((1, 56, 56, 24), (1, 1, 24, 144))),
     Case("conv 3x3 [1,56,56,64->64]", lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"), ((1, 56, 56, 64), (3, 3, 64, 64))),
     Case("conv 3x3+bias+relu6 [1,56,56,64->64]", _conv_relu6, ((1, 56, 56, 64), (3, 3, 64, 64), (64,))),
+    # MobileNetV2's expansion and depthwise layers: the relu6 pass after oneDNN is a visible share of these
+    Case("conv 1x1+bias+relu6 [1,56,56,24->144]", _conv_relu6, ((1, 56, 56, 24), (1, 1, 24, 144), (144,))),
+    Case("depthwise 3x3+bias+relu6 [1,56,56,144]", _dw_relu6, ((1, 56, 56, 144), (3, 3, 144, 1), (144,))),
 ]
 
 
