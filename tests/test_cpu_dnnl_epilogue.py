@@ -277,20 +277,25 @@ def test_nan_and_inf_match_the_evaluator(epilogue: str, case: str, hero: str, ca
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True)
 
 
-def test_result_in_place_of_the_residual(cache) -> None:
+@pytest.mark.parametrize("relu", [False, True], ids=["add", "relu_of_add"])
+def test_result_in_place_of_the_residual(relu: bool, cache) -> None:
     """Buffer assignment may write a fusion's result over a dying operand read only elementwise, e.g. the
     residual: oneDNN accumulates in dst before its binary post-op reads that operand, so the kernel routes
-    dst through scratch when they alias (here: the caller passes the residual's buffer as the output)."""
+    dst through scratch when they alias (here: the caller passes the residual's buffer as the output);
+    with a relu after the residual, the loop then finishes the result in place."""
     import ctypes
 
     m, k, n = 64, 784, 256
+    root = (f"%s = f32[{m},{n}] add(%d, %p2)\n  %c0 = f32[] constant(0)\n  %z = f32[{m},{n}] broadcast(%c0), "
+            f"dimensions={{}}\n  ROOT %y = f32[{m},{n}] maximum(%s, %z)") if relu else \
+        f"ROOT %y = f32[{m},{n}] add(%d, %p2)"
     text = f"""HloModule residual_in_place
 %fused (p0: f32[{m},{k}], p1: f32[{k},{n}], p2: f32[{m},{n}]) -> f32[{m},{n}] {{
   %p0 = f32[{m},{k}] parameter(0)
   %p1 = f32[{k},{n}] parameter(1)
   %p2 = f32[{m},{n}] parameter(2)
   %d = f32[{m},{n}] dot(%p0, %p1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  ROOT %y = f32[{m},{n}] add(%d, %p2)
+  {root}
 }}
 ENTRY %main (a: f32[{m},{k}], w: f32[{k},{n}], r: f32[{m},{n}]) -> f32[{m},{n}] {{
   %a = f32[{m},{k}] parameter(0)
@@ -304,6 +309,8 @@ ENTRY %main (a: f32[{m},{k}], w: f32[{k},{n}], r: f32[{m},{n}]) -> f32[{m},{n}] 
     a, w, r = (np.random.default_rng(s).standard_normal(d).astype(np.float32) for s, d in
                ((0, (m, k)), (1, (k, n)), (2, (m, n))))
     want = a.astype(np.float64) @ w + r
+    want = np.maximum(want, 0) if relu else want
+    assert ("for (int64_t" in exe.source[exe.source.index("static int comp_0"):]) == relu
     kernel = exe.kernel
     ins = (ctypes.c_void_p * 3)(a.ctypes.data, w.ctypes.data, r.ctypes.data)
     outs = (ctypes.c_void_p * 1)(r.ctypes.data)
