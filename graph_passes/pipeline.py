@@ -1,6 +1,9 @@
 """The clustering driver: inline -> forward variables -> mark -> cluster -> extract (``analyze``), then
 ``rewrite``.
 
+A cluster whose results nothing reads, fetches or waits on is dead code: ``analyze`` moves it from
+``clusters`` to ``dead`` (it is never compiled), and ``rewrite`` removes its nodes with no launch node.
+
 ``summary`` / ``summary_json`` explain the result in the spirit of XLA's clustering summary: clusters
 built, nodes clustered out of all nodes, an op histogram per cluster, every node left out with its op
 type and reason, and the merges that were refused.
@@ -17,7 +20,7 @@ from graph_passes.extract import ClusterSpec, extract_clusters
 from graph_passes.forward_variables import forward_variables
 from graph_passes.inline import inline_calls
 from graph_passes.mark import Marking, mark_compilable
-from graph_passes.rewrite import LaunchSpec, RewriteResult, rewrite_clusters, standard_attrs
+from graph_passes.rewrite import LaunchSpec, RewriteResult, observed, rewrite_clusters, standard_attrs
 
 # Op types that stay in TensorFlow by design, never reported as unsupported.
 STRUCTURAL_OPS = frozenset({"Placeholder", "NoOp", "VarHandleOp", "ReadVariableOp", "AssignVariableOp",
@@ -39,6 +42,7 @@ class ClusteringResult:
     forwarded: list[str] = field(default_factory=list)  # variable reads replaced by the value last written
     origins: dict[str, str] = field(default_factory=dict)  # inlined node -> "<function>::<node>"
     sources: dict[str, tuple[str, int]] = field(default_factory=dict)  # node -> Python (file, line), if known
+    dead: list[ClusterSpec] = field(default_factory=list)  # clusters nothing observes: removed, never compiled
 
     @property
     def refused(self) -> list[RefusedMerge]:
@@ -89,11 +93,12 @@ def drop_clusters(result: ClusteringResult, reasons: Mapping[str, str]) -> None:
 
 
 def resource_shapes_of(concrete_function) -> dict[str, tuple[int, tuple[int, ...]]]:
-    """Resource placeholder name -> (dtype enum, dims) of the variable a ConcreteFunction captured."""
+    """Resource placeholder name -> (dtype enum, dims) of the variable a ConcreteFunction captured or takes
+    as an argument."""
     from tensorflow.python.ops import handle_data_util
 
     out = {}
-    for _, placeholder in concrete_function.graph.captures:
+    for placeholder in concrete_function.graph.inputs:
         if placeholder.dtype.name != "resource":
             continue
         data = handle_data_util.get_resource_handle_data(placeholder)
@@ -123,8 +128,25 @@ def analyze(graph_def, fetches: Sequence[str], options: ClusterOptions = Cluster
     marking = mark_compilable(graph, resource_shapes=resource_shapes, input_shapes=input_shapes)
     clustering = cluster_nodes(marking, options)
     clusters = extract_clusters(marking, clustering, fetches)
-    return ClusteringResult(graph_def, graph, list(fetches), options, marking, clustering, clusters,
-                            inlined.inlined, inlined.skipped, forwarded, inlined.origins)
+    result = ClusteringResult(graph_def, graph, list(fetches), options, marking, clustering, clusters,
+                              inlined.inlined, inlined.skipped, forwarded, inlined.origins)
+    _set_aside_dead(result)
+    return result
+
+
+def _set_aside_dead(result: ClusteringResult) -> None:
+    """Move the clusters nothing observes (``rewrite.observed``) from ``clusters`` to ``dead`` (in place)."""
+    dead = [spec for spec in result.clusters if not observed(spec, result.fetches)]
+    if not dead:
+        return
+    names = {spec.name for spec in dead}
+    c = result.clustering
+    for spec in dead:
+        for node in spec.node_names:
+            c.cluster_of.pop(node, None)
+    result.dead = dead
+    result.clusters[:] = [s for s in result.clusters if s.name not in names]
+    c.clusters[:] = [s for s in c.clusters if s.name not in names]
 
 
 def batched_inputs(concrete_function) -> dict[str, tuple[int | None, ...]]:
@@ -166,7 +188,7 @@ def default_launch(spec: ClusterSpec) -> LaunchSpec:
 def rewrite(result: ClusteringResult, launch: Callable[[ClusterSpec], LaunchSpec] = default_launch, *,
             keep_fetch_names: bool = True) -> RewriteResult:
     """Replace each cluster of ``result`` by one launch node (see ``graph_passes.rewrite``)."""
-    return rewrite_clusters(result.graph_def, result.clusters, launch, fetches=result.fetches,
+    return rewrite_clusters(result.graph_def, [*result.clusters, *result.dead], launch, fetches=result.fetches,
                             keep_fetch_names=keep_fetch_names)
 
 
@@ -184,6 +206,7 @@ def summary_json(result: ClusteringResult) -> dict:
         "excluded": [{"node": n, "op": ops[n], "reason": r,
                       **({"source": "%s:%d" % result.sources[n]} if n in result.sources else {})}
                      for n, r in result.excluded.items()],
+        "dead_clusters": [{"name": c.name, "nodes": len(c.node_names)} for c in result.dead],
         "refused_merges": [{"producer": r.producer, "consumer": r.consumer, "reason": r.reason}
                            for r in result.refused],
         "merges": result.clustering.merges,
@@ -213,6 +236,11 @@ def render(data: dict) -> str:
         width = max(len(e["op"]) for e in data["excluded"])
         lines.extend(f"  {e['op']:<{width}}  {e['node']}: {e['reason']}"
                      + (f" ({os.path.basename(e['source'])})" if "source" in e else "") for e in data["excluded"])
+    dead = data.get("dead_clusters", [])  # absent in manifests written before it was recorded
+    if dead:
+        lines.append(f"Dead code removed ({len(dead)} cluster(s): nothing reads, fetches or waits on their results; "
+                     "not compiled):")
+        lines.extend(f"  {d['name']}: {d['nodes']} nodes" for d in dead)
     refused = data["refused_merges"]
     if refused:
         lines.append(f"Refused merges ({len(refused)}):")

@@ -78,6 +78,13 @@ def standard_attrs(spec, **extra) -> dict[str, object]:
     return attrs
 
 
+def observed(spec, fetches: Iterable[str] = ()) -> bool:
+    """Whether anything outside cluster ``spec`` reads its results, fetches one of its nodes or waits on
+    it; a cluster nothing observes is dead code: it gets no launch node and its nodes are removed."""
+    fetched = {split_input(f)[0] for f in fetches}
+    return bool(spec.outputs or spec.control_outputs or fetched & set(spec.node_names))
+
+
 def _stateful(op: str) -> bool:
     from tensorflow.python.framework import op_def_registry
 
@@ -138,7 +145,7 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
     dtypes: dict[str, int] = {}
     fetched = {split_input(f)[0] for f in fetches}
     for spec in clusters:
-        if not spec.outputs and not spec.control_outputs and not fetched & set(spec.node_names):
+        if not observed(spec, fetched):
             continue  # nothing observes this cluster: its nodes go, no launch node replaces them
         name = _unique(spec.name, taken)
         launch_nodes[spec.name] = name
@@ -242,4 +249,4 @@ def _name_keeper(original, fetches: Sequence[str], data_input, launch: str, dtyp
     return node
 
 
-__all__ = ["LAUNCH_OP", "LaunchSpec", "RewriteResult", "rewrite_clusters", "standard_attrs"]
+__all__ = ["LAUNCH_OP", "LaunchSpec", "RewriteResult", "observed", "rewrite_clusters", "standard_attrs"]

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from graph_passes.cluster import ClusterOptions
-from graph_passes.pipeline import analyze, analyze_function, rewrite
+from graph_passes.pipeline import analyze, analyze_function, rewrite, summary
 from graph_passes.rewrite import LAUNCH_OP, LaunchSpec, standard_attrs
 from tests.graph_passes_util import FakeLaunch, mixed_graph, run_graph
 
@@ -66,8 +66,10 @@ def test_dead_nodes_are_removed_but_not_stateful_ones():
         tf.exp(tf.cos(x) * 2.0, name="unobserved")  # a cluster nobody reads: no launch node
     gd = graph.as_graph_def()
     result = analyze(gd, ["y:0"], ClusterOptions(min_cluster_size=2))
-    spec, unobserved = result.clusters
+    (spec,), (unobserved,) = result.clusters, result.dead  # the dead one is set aside, never compiled
     assert "feeder" in spec.node_names and "unobserved" in unobserved.node_names
+    assert result.cluster_of("unobserved") is None
+    assert "Dead code removed (1 cluster(s)" in summary(result) and f"  {unobserved.name}: " in summary(result)
     rewritten = rewrite(result)
     names = {n.name for n in rewritten.graph_def.node}
     assert "p" in names and "x" in names and "y" in names and "k" not in names and "feeder" not in names

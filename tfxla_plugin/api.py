@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import weakref
 
 import numpy as np
 import tensorflow as tf
 
 from tfxla_plugin import kernel_backends
-from tfxla_plugin.compiled_graph import CompiledGraph
+from tfxla_plugin.compiled_graph import CompiledGraph, GraphImporter
 from tfxla_plugin.flags import Flags
 
 
@@ -31,6 +32,9 @@ def function(fn=None, *, jit_compile=True, backend: str | None = None, input_sig
     ``backend``: ``"cpu"`` (C kernels) or ``"cuda"`` (CUDA kernels behind a host launcher: needs nvcc to
     compile and an NVIDIA GPU to run; the tensors stay in host memory and are copied to the device and
     back on every call); ``None`` takes ``--backend`` from ``TFXLA_FLAGS`` (default cpu).
+
+    ``fn`` may be a ConcreteFunction: ``function(tf.saved_model.load(p).signatures["serving_default"])``
+    keeps working once the loaded object is freed (see ``_traceable``).
     """
     if jit_compile not in (True, False, "auto"):
         raise ValueError(f"jit_compile must be True, False or \"auto\", got {jit_compile!r}")
@@ -50,6 +54,59 @@ def _is_tensor_like(x) -> bool:
     return isinstance(x, (tf.Tensor, np.ndarray, np.generic, tf.Variable))
 
 
+def _bound_method(fn, instance_ref):
+    """``fn`` bound to the instance ``instance_ref`` refers to, with ``fn``'s signature less ``self``."""
+    def method(*args, **kwargs):
+        instance = instance_ref()
+        if instance is None:
+            raise ReferenceError(f"{fn.__qualname__}: the object this method was bound to has been deleted")
+        return fn(instance, *args, **kwargs)
+
+    functools.update_wrapper(method, fn)
+    signature = inspect.signature(fn)
+    method.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
+    return method
+
+
+def _traceable(fn):
+    """What ``tf.function`` traces for ``fn``: ``fn`` itself, but a ConcreteFunction (a loaded SavedModel's
+    signature, say) is imported rather than called: its GraphDef bound to its captured handles
+    (``GraphImporter``). Calling it would touch its variables, which it references weakly: a loaded
+    object's die with it (``function(tf.saved_model.load(p).signatures[k])``) while their values live on
+    in the handles, and TF's call then raises."""
+    from tensorflow.python.eager.polymorphic_function.concrete_function import ConcreteFunction
+
+    if not isinstance(fn, ConcreteFunction):
+        return fn
+    importer = GraphImporter(fn, fn.graph.as_graph_def())
+    function_type, structure = fn.function_type, fn.structured_outputs
+
+    def imported(*args, **kwargs):
+        flat = function_type.unpack_inputs(function_type.bind(*args, **kwargs))
+        outs = importer(flat)
+        if isinstance(structure, tf.Tensor):
+            return outs[0]
+        return tf.nest.pack_sequence_as(structure, outs, expand_composites=True)
+
+    name = fn.name.decode() if isinstance(fn.name, bytes) else str(fn.name)
+    imported.__name__ = imported.__qualname__ = name
+    return tf.autograph.experimental.do_not_convert(imported)  # graph already built: nothing to convert
+
+
+def _data_inputs(flat: list) -> list:
+    """The flat arguments a traced function takes as inputs, in order: tensors and arrays, and each
+    variable once (tf.function gives a variable passed twice one resource input)."""
+    out, seen = [], []
+    for x in flat:
+        if isinstance(x, tf.Variable):
+            if any(x is v for v in seen):
+                continue
+            seen.append(x)
+        if _is_tensor_like(x):
+            out.append(x)
+    return out
+
+
 class CompiledFunction:
     # Marks calls as autograph's own artifacts: called inside a user's tf.function, autograph would
     # otherwise convert the whole compiler (minutes of tracing). A class attribute, unlike
@@ -64,8 +121,8 @@ class CompiledFunction:
         self._input_signature = input_signature
         self._reduce_retracing = reduce_retracing
         self._autograph = autograph
-        self._instance = _instance
-        target = fn if _instance is None else functools.partial(fn, _instance)
+        self._instance = _instance  # a weak reference to the instance a method is bound to, or None
+        target = _traceable(fn) if _instance is None else _bound_method(fn, _instance)
         # Traced at concrete shapes (our kernels are specialised); the user's input_signature is
         # checked separately so that `None` dims still accept any size.
         self._tf_function = tf.function(target, autograph=autograph)
@@ -76,8 +133,11 @@ class CompiledFunction:
         self._tiled: CompiledGraph | None | bool = None if self._batch_polymorphic(input_signature) else False
         self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         functools.update_wrapper(self, fn)
+        if _instance is not None:
+            self.__signature__ = target.__signature__  # without ``self``: Keras binds call arguments by it
 
-    # methods of tf.Module / Keras models: bind per instance
+    # methods of tf.Module / Keras models: bind per instance, as tf.function does (the binding holds the
+    # instance weakly, so it can still be freed; a Keras model's call binds its arguments by the signature)
     def __get__(self, instance, owner):
         if instance is None:
             return self
@@ -85,7 +145,8 @@ class CompiledFunction:
         if bound is None:
             bound = CompiledFunction(self._python_function, jit_compile=self._jit_compile,
                                      input_signature=self._input_signature, reduce_retracing=self._reduce_retracing,
-                                     autograph=self._autograph, backend=self._backend, _instance=instance)
+                                     autograph=self._autograph, backend=self._backend,
+                                     _instance=weakref.ref(instance))
             self._bound[instance] = bound
         return bound
 
@@ -99,10 +160,14 @@ class CompiledFunction:
         flat = tf.nest.flatten((args, kwargs), expand_composites=True)
         if not kwargs and all(type(a) is _EagerTensor for a in args):
             return tuple((a.dtype, a._shape_tuple()) for a in args), flat
-        key = []
+        key, variables = [], []
         for x in flat:
             if isinstance(x, tf.Variable):
-                key.append(("var", id(x)))
+                # as tf.function traces variable arguments: by dtype and shape, and which arguments alias
+                alias = next((k for k, v in enumerate(variables) if v is x), len(variables))
+                variables.append(x)
+                key.append(("var", x.dtype.name, tuple(x.shape.as_list()) if x.shape.rank is not None else None,
+                            x.trainable, alias))
             elif isinstance(x, (tf.Tensor, np.ndarray, np.generic)):
                 key.append((x.dtype.name if hasattr(x.dtype, "name") else str(x.dtype), tuple(np.shape(x))))
             else:
@@ -151,7 +216,8 @@ class CompiledFunction:
         if self._tiled is False:
             return None
         flat = tf.nest.flatten((args, kwargs), expand_composites=True)
-        tensors = [x for x in flat if _is_tensor_like(x) and not isinstance(x, tf.Variable)]
+        # the input_signature's TensorSpecs take a variable's value, as tf.function's do
+        tensors = [tf.convert_to_tensor(x) if isinstance(x, tf.Variable) else x for x in flat if _is_tensor_like(x)]
         self._check_signature(tensors)
         return self._tiled, tensors
 
@@ -165,10 +231,10 @@ class CompiledFunction:
             if compiled is not None:
                 return compiled, list(args)
         key, flat = self._key(args, kwargs)
-        tensors = [x for x in flat if _is_tensor_like(x) and not isinstance(x, tf.Variable)]
+        tensors = _data_inputs(flat)  # variables stay variables: the function may assign them
         compiled = self._cache.get(key)
         if compiled is None:
-            self._check_signature(tensors)
+            self._check_signature([x for x in tensors if not isinstance(x, tf.Variable)])
             flags = self._flags()
             cf = self._tf_function.get_concrete_function(*args, **kwargs)
             compiled = CompiledGraph.build(cf, must_compile=self._jit_compile is True, flags=flags)
@@ -180,7 +246,8 @@ class CompiledFunction:
         if self._jit_compile is False:
             return self._plain(*args, **kwargs)
         compiled, tensors = self._compiled(args, kwargs)
-        outs = compiled.call_flat([t if type(t) is _EagerTensor else tf.convert_to_tensor(t) for t in tensors])
+        outs = compiled.call_flat([t if type(t) is _EagerTensor or isinstance(t, tf.Variable) else tf.convert_to_tensor(t)
+                                   for t in tensors])
         return compiled.pack_outputs(outs)
 
     def get_concrete_function(self, *args, **kwargs):

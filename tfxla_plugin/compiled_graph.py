@@ -29,12 +29,13 @@ from graph_passes.pipeline import analyze_function, rewrite, summary
 from graph_passes.rewrite import LaunchSpec, standard_attrs
 from tfxla_plugin import _op, gradient, kernel_backends
 from tfxla_plugin.cluster_compiler import CompiledCluster, compile_cluster
-from tfxla_plugin.eager_launch import EagerLaunch, EagerStep
+from tfxla_plugin.eager_launch import CapturedHandle, EagerLaunch, EagerStep
 from tfxla_plugin.errors import UnsupportedGraphError
 from tfxla_plugin.flags import Flags
 
 log = logging.getLogger("tfxla_plugin")
 _MAX_EAGER_READS = 4096  # the eager single-launch path takes at most this many variables per call
+_RESOURCE = tf.resource.as_datatype_enum
 
 
 class CompiledGraph:
@@ -114,9 +115,28 @@ class CompiledGraph:
         nodes = {n.name: n for n in self.rewritten.graph_def.node}
         launch_name = self.rewritten.launch_nodes[self.analysis.clusters[0].name]
         launch = nodes[launch_name]
-        data = [t.op.name for t in graph.inputs[:len(graph.inputs) - len(graph.captures)]]
+        data = {t.op.name: k for k, t in enumerate(graph.inputs[:len(graph.inputs) - len(graph.captures)])}
         captured = {internal.op.name: external for external, internal in graph.captures}
-        variables = {id(v.handle): v for v in cf.variables}
+        variables = {id(v.handle): v for v in live_variables(cf)}
+
+        handles = {}
+
+        def variable(handle: str, dtype: int):
+            """("var", captured variable) or ("argvar", index of a variable argument) for a handle tensor of
+            a variable of ``dtype``; a captured handle whose variable is gone is read by handle."""
+            name = handle.split(":")[0]
+            node = nodes.get(name)
+            if node is None or node.op != "Placeholder" or node.attr["dtype"].type != _RESOURCE:
+                return None
+            if name in data:
+                return ("argvar", data[name])
+            if name not in captured:
+                return None
+            var = variables.get(id(captured[name]))
+            if var is None:
+                var = handles.setdefault(name, CapturedHandle(captured[name], tf.dtypes.as_dtype(dtype)))
+            return ("var", var)
+
         sources = []
         for inp in list(launch.input)[1:]:
             if inp.startswith("^"):
@@ -130,25 +150,24 @@ class CompiledGraph:
             if node is None:
                 return None
             if node.op == "Placeholder" and node.name in data:
-                sources.append(("arg", data.index(node.name)))
-            elif node.op == "ReadVariableOp":
-                handle = captured.get(node.input[0].split(":")[0])
-                var = variables.get(id(handle)) if handle is not None else None
-                if var is None:
-                    return None
-                sources.append(("var", var))
+                sources.append(("arg", data[node.name]))
+            elif node.op == "Placeholder" and node.name in captured and node.attr["dtype"].type != _RESOURCE:
+                sources.append(("value", captured[node.name]))  # a captured eager tensor: constant
+            elif node.op == "ReadVariableOp" and variable(node.input[0], node.attr["dtype"].type) is not None:
+                sources.append(variable(node.input[0], node.attr["dtype"].type))
             else:
                 return None
-        if sum(kind == "var" for kind, _ in sources) > _MAX_EAGER_READS:
+        if sum(kind in ("var", "argvar") for kind, _ in sources) > _MAX_EAGER_READS:
             return None  # under a tape each variable is one eager read (~8 us): past this a graph call is cheaper
-        # Side effects keep the graph path, except assigns of launch results to captured variables (an
-        # optimizer step), which run eagerly after the launch, as the graph orders them; bare reads are fine.
+        # Side effects keep the graph path, except assigns of launch results to variables, captured or
+        # arguments (an optimizer step), which run eagerly after the launch, as the graph orders them; bare
+        # reads are fine.
         assigns, assign_nodes, waiting = [], set(), []
         for op in graph.control_outputs:
-            assign = _launch_result_assign(nodes, op.name, launch_name, captured, variables)
+            assign = _launch_result_assign(nodes, op.name, launch_name, variable)
             if assign is None:
                 waiting.append(op.name)
-            elif any(assign[0] is var for var, _ in assigns):
+            elif any(_same_target(assign[0], target) for target, _ in assigns):
                 return None
             else:
                 assigns.append(assign)
@@ -189,11 +208,9 @@ class CompiledGraph:
         return self._rebuilt(*flat_args)
 
     def _rebuild(self):
-        graph = self.concrete_function.graph
-        n_data = len(graph.inputs) - len(graph.captures)
-        specs = [tf.TensorSpec(t.shape, t.dtype) for t in graph.inputs[:n_data]]
         importer = GraphImporter(self.concrete_function, self.rewritten.graph_def)
-        return tf.function(lambda *flat: importer(flat), autograph=False).get_concrete_function(*specs)
+        return tf.function(lambda *flat: importer(flat), autograph=False).get_concrete_function(
+            *data_input_specs(self.concrete_function))
 
     def pack_outputs(self, outs):
         structure = self.concrete_function.structured_outputs
@@ -231,24 +248,65 @@ def _advise_inter_op_threads(graph: "CompiledGraph") -> None:
              "(docs/serving.md, Threads: MobileNetV2 batch 1 15.5 -> 6.6 ms)")
 
 
+def live_variables(cf) -> list:
+    """``cf.variables`` less those already freed. A function holds its variables weakly: a loaded
+    SavedModel's signature outlives the loaded object's variables (their resources live on in the captured
+    handles), and ``cf.variables`` then raises."""
+    try:
+        return list(cf.variables)
+    except AssertionError:  # "Called a function referencing variables which have been deleted"
+        refs = getattr(cf.graph, "_weak_variables", ())
+        return [v for v in (r() for r in refs) if v is not None]
+
+
+def data_input_specs(cf) -> list:
+    """The spec of each data input of ``cf`` (its graph inputs less the captures): a ``tf.TensorSpec``, or
+    for a variable passed as an argument (a resource placeholder) the ``tf.VariableSpec`` it was traced with."""
+    graph = cf.graph
+    variable_specs, aliases = [], set()
+    for s in tf.nest.flatten(cf.structured_input_signature, expand_composites=True):
+        if isinstance(s, resource_variable_ops.VariableSpec) and (s.alias_id is None or s.alias_id not in aliases):
+            aliases.add(s.alias_id)  # a variable passed twice is one input
+            variable_specs.append(s)
+    variable_specs = iter(variable_specs)
+    specs = []
+    for t in graph.inputs[:len(graph.inputs) - len(graph.captures)]:
+        spec = next(variable_specs, None) if t.dtype == tf.resource else None
+        specs.append(spec if spec is not None else tf.TensorSpec(t.shape, t.dtype))
+    return specs
+
+
 class GraphImporter:
     """Imports a rewritten GraphDef of ``cf`` into the graph being traced, bound to ``cf``'s live
     variables (DESIGN.md section 5); ``importer(flat_inputs, extra_map)`` returns the flat outputs.
-    ``extra_map`` maps more tensor names (a kernel path Const, say) to tensors of the traced graph."""
+    ``flat_inputs`` are tensors, or variables for variable arguments; ``extra_map`` maps more tensor
+    names (a kernel path Const, say) to tensors of the traced graph.
+
+    Only placeholders the rewritten graph still has are fed: a captured eager tensor small enough for
+    TF to trace as a ``Const`` may have been copied into a cluster (its node is gone), and an argument
+    nothing reads may have been removed with the nodes that read it."""
 
     def __init__(self, cf, graph_def):
         graph = cf.graph
         n_data = len(graph.inputs) - len(graph.captures)
-        self.data = [t.name for t in graph.inputs[:n_data]]
-        self.captures = list(graph.captures)
-        self.variables = list(cf.variables)
+        present = {n.name for n in graph_def.node}
+        self.data = [(k, t.name) for k, t in enumerate(graph.inputs[:n_data]) if t.op.name in present]
+        self.captures = [(external, internal) for external, internal in graph.captures
+                         if internal.op.name in present]
+        self.variables = live_variables(cf)
         self.fetch_names = [t.name for t in graph.outputs]
         self.targets = [op.name for op in graph.control_outputs]
         self.graph_def = graph_def
 
     def __call__(self, flat, extra_map=None) -> list:
         fg = tf.compat.v1.get_default_graph()
-        input_map = dict(zip(self.data, flat))
+        input_map = {}
+        for k, name in self.data:
+            x = flat[k]
+            if isinstance(x, tf.Variable):  # traced from a VariableSpec: its handle lives in the outer graph
+                resource_variable_ops.variable_accessed(x)
+                x = fg.capture(x.handle)
+            input_map[name] = x
         for external, internal in self.captures:
             input_map[internal.name] = fg.capture(external)
         for v in self.variables:
@@ -264,9 +322,9 @@ class GraphImporter:
         return outs
 
 
-def _launch_result_assign(nodes: dict, name: str, launch_name: str, captured: dict, variables: dict):
-    """(variable, launch output index) when ``node`` assigns a launch result to a captured variable, and
-    waits on nothing but reads; else None."""
+def _launch_result_assign(nodes: dict, name: str, launch_name: str, variable):
+    """(target, launch output index) when ``node`` assigns a launch result to a variable (``variable`` maps
+    its handle tensor to ("var", v) or ("argvar", argument index)) and waits on nothing but reads; else None."""
     node = nodes.get(name)
     if node is None or node.op != "AssignVariableOp" or len(node.input) < 2:
         return None
@@ -274,9 +332,15 @@ def _launch_result_assign(nodes: dict, name: str, launch_name: str, captured: di
     if not value.startswith(launch_name + ":") or not all(
             c.startswith("^") and _harmless(nodes, c[1:], launch_name) for c in control):
         return None
-    external = captured.get(handle.split(":")[0])
-    var = variables.get(id(external)) if external is not None else None
-    return None if var is None else (var, int(value.rsplit(":", 1)[1]))
+    target = variable(handle, node.attr["dtype"].type)
+    return None if target is None else (target, int(value.rsplit(":", 1)[1]))
+
+
+def _same_target(a: tuple, b: tuple) -> bool:
+    """Whether two assign targets may be the same variable (an argument may be a captured variable)."""
+    if a[0] != b[0]:
+        return True
+    return a[1] is b[1] if a[0] == "var" else a[1] == b[1]
 
 
 _PURE_OPS = frozenset({"ReadVariableOp", "NoOp", "Identity", "IdentityN", "Placeholder", "Const"})

@@ -16,6 +16,8 @@ assigns are executed like the launch (~4 us instead of ~10 us through their wrap
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from tensorflow.python import pywrap_tfe
 from tensorflow.python.framework import dtypes
 from tensorflow.python.eager import context, core
@@ -74,9 +76,22 @@ def quick_execute(ctx, op_name: str, inputs: list, attrs: tuple, num_outputs: in
         raise core._status_to_exception(e) from None  # noqa: SLF001
 
 
+class CapturedHandle(NamedTuple):
+    """A captured variable's resource handle whose Python variable is gone (a loaded SavedModel's, once
+    the loaded object is freed; the handle keeps the resource alive): read and assigned through the
+    handle, like a variable, but no tape can watch it."""
+
+    handle: object  # an eager resource tensor
+    dtype: object  # the variable's tf.DType
+
+
 class EagerStep:
-    """One call of a single-launch function: ``sources`` are ("arg", index) or ("var", variable) per
-    launch input, ``outputs`` the launch results returned, ``assigns`` (variable, result index) pairs.
+    """One call of a single-launch function: ``sources`` say where each launch input comes from, as
+    (kind, what) pairs: ("arg", index) a data argument, ("value", tensor) a captured eager tensor,
+    ("var", variable) a captured variable (or a ``CapturedHandle``), ("argvar", index) a variable passed
+    as an argument;
+    ``outputs`` are the launch results returned, ``assigns`` (("var", v) or ("argvar", index), result index)
+    pairs.
 
     Without a tape the launch gets each variable's resource handle and reads it itself (one op per call;
     an eager ReadVariableOp costs ~5 us and a MobileNetV2 reads 262 variables); with one, the variables
@@ -89,34 +104,47 @@ class EagerStep:
         self.assigns = assigns
         tin = list(launch.attrs[launch.attrs.index("Tin") + 1])
         for k, (kind, _) in enumerate(sources):
-            if kind == "var":
+            if kind in ("var", "argvar"):
                 tin[k] = dtypes.resource.as_datatype_enum
         attrs = list(launch.attrs)
         attrs[attrs.index("Tin") + 1] = tin
         self.handle_attrs = tuple(attrs)
-        self.assign_attrs = [("dtype", v.dtype.as_datatype_enum, "validate_shape", False) for v, _ in assigns]
+        tout = launch.attrs[launch.attrs.index("Tout") + 1]
+        self.assign_attrs = [("dtype", tout[k], "validate_shape", False) for _, k in assigns]
 
     def __call__(self, flat_args: list) -> list:
         ctx = quick_context()
         if ctx is None:
-            outs = self.launch.wrapper([flat_args[src] if kind == "arg" else _read(src) for kind, src in self.sources])
-            for var, k in self.assigns:
-                gen_resource_variable_ops.assign_variable_op(var.handle, outs[k])
+            outs = self.launch.wrapper(self._values(flat_args))
+            for target, k in self.assigns:
+                gen_resource_variable_ops.assign_variable_op(_variable(target, flat_args).handle, outs[k])
         else:
-            args = [flat_args[src] if kind == "arg" else src.handle for kind, src in self.sources]
+            args = [flat_args[src] if kind == "arg" else src.handle if kind == "var" else src if kind == "value"
+                    else flat_args[src].handle for kind, src in self.sources]
             try:
                 outs = quick_execute(ctx, OP_NAME, [self.launch.path, *args], self.handle_attrs,
                                      self.launch.num_outputs)
             except TypeError:  # an argument that is not an EagerTensor: the wrapper converts it
-                outs = self.launch.wrapper([flat_args[src] if kind == "arg" else _read(src)
-                                            for kind, src in self.sources])
-            for (var, k), attrs in zip(self.assigns, self.assign_attrs):
-                quick_execute(ctx, "AssignVariableOp", [var.handle, outs[k]], attrs, 0)
+                outs = self.launch.wrapper(self._values(flat_args))
+            for (target, k), attrs in zip(self.assigns, self.assign_attrs):
+                quick_execute(ctx, "AssignVariableOp", [_variable(target, flat_args).handle, outs[k]], attrs, 0)
         return [outs[k] for k in self.outputs]
+
+    def _values(self, flat_args: list) -> list:
+        """The launch inputs as values: the variables read (a tape sees the reads)."""
+        return [flat_args[src] if kind == "arg" else src if kind == "value" else _read(_variable((kind, src), flat_args))
+                for kind, src in self.sources]
+
+
+def _variable(target: tuple, flat_args: list):
+    """The variable a ("var", variable) or ("argvar", index) source or assign target names."""
+    kind, src = target
+    return src if kind == "var" else flat_args[src]
 
 
 def _read(v):
     """An eager variable read for the launch: ~5x cheaper than ``v.read_value()`` (no name scope,
     no identity), and still marks the variable accessed so an outer GradientTape watches it."""
-    resource_variable_ops.variable_accessed(v)
+    if not isinstance(v, CapturedHandle):
+        resource_variable_ops.variable_accessed(v)
     return gen_resource_variable_ops.read_variable_op(v.handle, v.dtype)
