@@ -58,6 +58,21 @@ def test_a_dead_cluster_beside_a_live_one_leaves_one_eager_launch() -> None:
         assert f.compiled_graph(x)._fast is not None, mode
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_none_among_the_outputs_stays_none(mode) -> None:
+    def fn(x):
+        return x * 2.0, None, {"a": tf.sin(x) + 1.0}
+
+    x = _vec(3)
+    want = fn(x)
+    for f in (tfxla_plugin.function(fn, jit_compile=mode),
+              tfxla_plugin.function(tf.function(fn).get_concrete_function(x), jit_compile=mode)):
+        got = f(x)
+        assert got[1] is None and set(got[2]) == {"a"}
+        _close(got[0], want[0])
+        _close(got[2]["a"], want[2]["a"])
+
+
 # --- captured eager tensors ----------------------------------------------------------------------------
 # 3 elements: TF traces it as a Const (under its 128-element threshold) yet lists it as a capture; 500: a
 # captured placeholder that a cluster copies in (``SMALL_CONSTANT_ELEMENTS``); 3000: a cluster input

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfxla_plugin import kernel_backends
-from tfxla_plugin.compiled_graph import CompiledGraph, GraphImporter
+from tfxla_plugin.compiled_graph import CompiledGraph, GraphImporter, pack_outputs
 from tfxla_plugin.flags import Flags
 
 
@@ -64,7 +64,10 @@ def _bound_method(fn, instance_ref):
 
     functools.update_wrapper(method, fn)
     signature = inspect.signature(fn)
-    method.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
+    parameters = list(signature.parameters.values())
+    if parameters and parameters[0].kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        parameters = parameters[1:]  # ``self``; a ``*args`` method takes the instance in args[0]
+    method.__signature__ = signature.replace(parameters=parameters)
     return method
 
 
@@ -82,11 +85,11 @@ def _traceable(fn):
     function_type, structure = fn.function_type, fn.structured_outputs
 
     def imported(*args, **kwargs):
-        flat = function_type.unpack_inputs(function_type.bind(*args, **kwargs))
-        outs = importer(flat)
-        if isinstance(structure, tf.Tensor):
-            return outs[0]
-        return tf.nest.pack_sequence_as(structure, outs, expand_composites=True)
+        if function_type is None:  # a flat signature (tf.compat.v1.wrap_function's)
+            flat = list(args)
+        else:
+            flat = function_type.unpack_inputs(function_type.bind(*args, **kwargs))
+        return pack_outputs(structure, importer(flat))
 
     name = fn.name.decode() if isinstance(fn.name, bytes) else str(fn.name)
     imported.__name__ = imported.__qualname__ = name
