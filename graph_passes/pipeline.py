@@ -1,8 +1,9 @@
 """The clustering driver: inline -> forward variables -> mark -> cluster -> extract (``analyze``), then
 ``rewrite``.
 
-A cluster whose results nothing reads, fetches or waits on is dead code: ``analyze`` moves it from
-``clusters`` to ``dead`` (it is never compiled), and ``rewrite`` removes its nodes with no launch node.
+A cluster that no fetch and no stateful op needs is dead code: ``analyze`` moves it from ``clusters`` to
+``dead`` (it is never compiled), and ``rewrite`` removes its nodes (and the dead nodes reading them) with
+no launch node. Must-compile does not report dead nodes it cannot compile: TF prunes them.
 
 ``summary`` / ``summary_json`` explain the result in the spirit of XLA's clustering summary: clusters
 built, nodes clustered out of all nodes, an op histogram per cluster, every node left out with its op
@@ -20,7 +21,7 @@ from graph_passes.extract import ClusterSpec, extract_clusters
 from graph_passes.forward_variables import forward_variables
 from graph_passes.inline import inline_calls
 from graph_passes.mark import Marking, mark_compilable
-from graph_passes.rewrite import LaunchSpec, RewriteResult, observed, rewrite_clusters, standard_attrs
+from graph_passes.rewrite import LaunchSpec, RewriteResult, dead_clusters, live_nodes, rewrite_clusters, standard_attrs
 
 # Op types that stay in TensorFlow by design, never reported as unsupported.
 STRUCTURAL_OPS = frozenset({"Placeholder", "NoOp", "VarHandleOp", "ReadVariableOp", "AssignVariableOp",
@@ -42,7 +43,8 @@ class ClusteringResult:
     forwarded: list[str] = field(default_factory=list)  # variable reads replaced by the value last written
     origins: dict[str, str] = field(default_factory=dict)  # inlined node -> "<function>::<node>"
     sources: dict[str, tuple[str, int]] = field(default_factory=dict)  # node -> Python (file, line), if known
-    dead: list[ClusterSpec] = field(default_factory=list)  # clusters nothing observes: removed, never compiled
+    dead: list[ClusterSpec] = field(default_factory=list)  # dead clusters: removed, never compiled
+    dead_nodes: set[str] = field(default_factory=set)  # every node no fetch and no stateful op needs
 
     @property
     def refused(self) -> list[RefusedMerge]:
@@ -68,11 +70,11 @@ class ClusteringResult:
 
     def unsupported(self) -> dict[str, str]:
         """Nodes that cannot be compiled (what must-compile reports), leaving out the nodes that stay in
-        TensorFlow by design (graph inputs, variable handles, reads and writes, control-only nodes) and
-        compilable nodes whose cluster was too small."""
+        TensorFlow by design (graph inputs, variable handles, reads and writes, control-only nodes),
+        compilable nodes whose cluster was too small, and dead code (TF prunes it)."""
         ops = {n.name: n.op for n in self.graph_def.node}
         return {n: r for n, r in self.excluded.items()
-                if ops[n] not in STRUCTURAL_OPS and not r.startswith("cluster too small")}
+                if ops[n] not in STRUCTURAL_OPS and not r.startswith("cluster too small") and n not in self.dead_nodes}
 
 
 def drop_clusters(result: ClusteringResult, reasons: Mapping[str, str]) -> None:
@@ -135,11 +137,14 @@ def analyze(graph_def, fetches: Sequence[str], options: ClusterOptions = Cluster
 
 
 def _set_aside_dead(result: ClusteringResult) -> None:
-    """Move the clusters nothing observes (``rewrite.observed``) from ``clusters`` to ``dead`` (in place)."""
-    dead = [spec for spec in result.clusters if not observed(spec, result.fetches)]
-    if not dead:
+    """Move the dead clusters (``rewrite.dead_clusters``: nothing a fetch or a stateful op needs) from
+    ``clusters`` to ``dead`` (in place), and record every dead node."""
+    live = live_nodes(result.graph_def, result.clusters, result.fetches)
+    result.dead_nodes = {n.name for n in result.graph_def.node if n.name not in live}
+    names = set(dead_clusters(result.graph_def, result.clusters, result.fetches))
+    if not names:
         return
-    names = {spec.name for spec in dead}
+    dead = [spec for spec in result.clusters if spec.name in names]
     c = result.clustering
     for spec in dead:
         for node in spec.node_names:
@@ -238,8 +243,8 @@ def render(data: dict) -> str:
                      + (f" ({os.path.basename(e['source'])})" if "source" in e else "") for e in data["excluded"])
     dead = data.get("dead_clusters", [])  # absent in manifests written before it was recorded
     if dead:
-        lines.append(f"Dead code removed ({len(dead)} cluster(s): nothing reads, fetches or waits on their results; "
-                     "not compiled):")
+        lines.append(f"Dead code removed ({len(dead)} cluster(s): no output, control output or stateful op needs "
+                     "them; not compiled):")
         lines.extend(f"  {d['name']}: {d['nodes']} nodes" for d in dead)
     refused = data["refused_merges"]
     if refused:

@@ -10,9 +10,10 @@ For each ``ClusterSpec`` (from ``extract``), in order:
   cluster becomes one into the launch node, a control edge out of it one out of the launch node;
 - a fetched clustered node keeps its name: ``IdentityN`` of its outputs (a ``NoOp`` for a target), so the
   caller's fetches stay valid;
-- the clustered nodes are removed (a cluster nothing reads, fetches or waits for gets no launch
-  node), and so is every node that was live before (needed by a fetch or a
+- the clustered nodes are removed, and so is every node that was live before (needed by a fetch or a
   stateful op) and is dead now; stateful ops, fetches and what they need (control edges included) stay;
+- a dead cluster (``dead_clusters``: nothing live needs it) gets no launch node: its nodes go, and so
+  do the dead nodes that read them;
 - every other NodeDef is left byte-for-byte as it was (only inputs that named clustered nodes change,
   and ``_class`` colocation entries naming removed nodes are dropped); the library keeps the functions
   the remaining nodes call.
@@ -78,11 +79,29 @@ def standard_attrs(spec, **extra) -> dict[str, object]:
     return attrs
 
 
-def observed(spec, fetches: Iterable[str] = ()) -> bool:
-    """Whether anything outside cluster ``spec`` reads its results, fetches one of its nodes or waits on
-    it; a cluster nothing observes is dead code: it gets no launch node and its nodes are removed."""
-    fetched = {split_input(f)[0] for f in fetches}
-    return bool(spec.outputs or spec.control_outputs or fetched & set(spec.node_names))
+def live_nodes(graph_def, clusters: Sequence, fetches: Iterable[str] = ()) -> set[str]:
+    """The nodes a fetch or a stateful op needs, directly or through other nodes; a cluster counts as one
+    unit (needing one of its nodes needs the inputs of all)."""
+    by_name = {n.name: n for n in graph_def.node}
+    members = {spec.name: spec.node_names for spec in clusters}
+    cluster_of = {n: spec.name for spec in clusters for n in spec.node_names}
+    live: set[str] = set()
+    work = [r for r in _roots(graph_def.node, {split_input(f)[0] for f in fetches}) if r in by_name]
+    while work:
+        name = work.pop()
+        if name in live:
+            continue
+        for member in members.get(cluster_of.get(name), (name,)):
+            live.add(member)
+            work.extend(split_input(i)[0] for i in by_name[member].input if split_input(i)[0] in by_name)
+    return live
+
+
+def dead_clusters(graph_def, clusters: Sequence, fetches: Iterable[str] = ()) -> list[str]:
+    """The clusters that are dead code: none of their nodes is live (``live_nodes``). They get no launch
+    node; their nodes, and the dead nodes reading them, are removed."""
+    live = live_nodes(graph_def, clusters, fetches)
+    return [spec.name for spec in clusters if not live & set(spec.node_names)]
 
 
 def _stateful(op: str) -> bool:
@@ -144,9 +163,10 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
     tensor_map: dict[str, str] = {}
     dtypes: dict[str, int] = {}
     fetched = {split_input(f)[0] for f in fetches}
+    dead_names = set(dead_clusters(graph_def, clusters, fetched))
     for spec in clusters:
-        if not observed(spec, fetched):
-            continue  # nothing observes this cluster: its nodes go, no launch node replaces them
+        if spec.name in dead_names:
+            continue  # dead code: its nodes go, no launch node replaces them
         name = _unique(spec.name, taken)
         launch_nodes[spec.name] = name
         launch_of.update((n, name) for n in spec.node_names)
@@ -164,7 +184,14 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
     def control_input(node: str) -> str:
         return "^" + launch_of.get(node, node)
 
-    unobserved = {n for spec in clusters if spec.name not in launch_nodes for n in spec.node_names}
+    before = _live(graph_def.node, _roots(graph_def.node, fetched))
+    unobserved = {n for spec in clusters if spec.name in dead_names for n in spec.node_names}
+    work = list(unobserved)  # and the dead nodes that read them (the graph must stay whole)
+    while work:
+        for consumer in index.successors(work.pop()):
+            if consumer not in before and consumer not in unobserved:
+                unobserved.add(consumer)
+                work.append(consumer)
     new_nodes: dict[str, list] = {}  # GraphDef position of the replaced node -> nodes placed there
     for spec in clusters:
         if spec.name not in launch_nodes:
@@ -214,7 +241,6 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
         node.input.extend(data + list(controls))
         nodes.append(node)
 
-    before = _live(graph_def.node, _roots(graph_def.node, fetched))
     after = _live(nodes, _roots(nodes, fetched) | set(launch_nodes.values()))
     dead = {n.name for n in nodes if n.name in before and n.name not in after and n.name in index.by_name}
     removed_set = (set(launch_of) - fetched) | dead | unobserved
@@ -249,4 +275,4 @@ def _name_keeper(original, fetches: Sequence[str], data_input, launch: str, dtyp
     return node
 
 
-__all__ = ["LAUNCH_OP", "LaunchSpec", "RewriteResult", "observed", "rewrite_clusters", "standard_attrs"]
+__all__ = ["LAUNCH_OP", "LaunchSpec", "RewriteResult", "dead_clusters", "live_nodes", "rewrite_clusters", "standard_attrs"]

@@ -41,8 +41,8 @@ def test_a_dead_cluster_is_dropped_not_compiled_and_explained() -> None:
     _close(got[1], want[1])
     graph = f.compiled_graph(x)
     assert not graph.clusters and [d.name for d in graph.analysis.dead] == ["cluster_0"]
-    assert "Dead code removed (1 cluster(s): nothing reads, fetches or waits on their results; not compiled):\n" \
-           "  cluster_0: " in f.explain(x)
+    assert "Dead code removed (1 cluster(s): no output, control output or stateful op needs them; not compiled):" \
+           "\n  cluster_0: " in f.explain(x)
     assert not any(n.op in ("Sin", "Cos", "Exp") for n in graph.rewritten.graph_def.node)
 
 
@@ -71,6 +71,32 @@ def test_none_among_the_outputs_stays_none(mode) -> None:
         assert got[1] is None and set(got[2]) == {"a"}
         _close(got[0], want[0])
         _close(got[2]["a"], want[2]["a"])
+
+
+def test_a_cluster_only_dead_tf_ops_read_is_dead_and_so_are_they() -> None:
+    def fn(x):
+        tf.strings.as_string(tf.exp(tf.sin(x) * 2.0 + tf.cos(x)))  # a cluster whose only reader is dead
+        return tf.strings.as_string(x), x * 3.0
+
+    f = tfxla_plugin.function(fn, jit_compile="auto")
+    x = _vec(5)
+    got, want = f(x), fn(x)
+    assert got[0].numpy().tolist() == want[0].numpy().tolist()
+    _close(got[1], want[1])
+    graph = f.compiled_graph(x)
+    assert not graph.clusters and len(graph.analysis.dead) == 1
+    assert [n.op for n in graph.rewritten.graph_def.node].count("AsString") == 1  # the live one
+
+
+def test_must_compile_does_not_refuse_dead_code_it_cannot_compile() -> None:
+    def fn(x):
+        tf.strings.as_string(x * 2.0)  # dead: TF prunes it
+        return tf.tanh(x) + 1.0
+
+    f = tfxla_plugin.function(fn, jit_compile=True)
+    x = _vec(4)
+    _close(f(x), fn(x))
+    assert f.compiled_graph(x)._fast is not None
 
 
 # --- captured eager tensors ----------------------------------------------------------------------------
