@@ -189,8 +189,8 @@ class CompiledFunction:
             raise TypeError(f"{self.__name__}: expected {len(specs)} tensor argument(s) matching input_signature, "
                             f"got {len(flat_tensors)}")
         for k, (spec, x) in enumerate(zip(specs, flat_tensors)):
-            t = tf.TensorSpec(np.shape(x), tf.as_dtype(x.dtype))
-            if not spec.is_compatible_with(t):
+            t = tf.TensorSpec(x.shape if isinstance(x, tf.Variable) else np.shape(x), tf.as_dtype(x.dtype))
+            if not tf.TensorSpec(spec.shape, spec.dtype).is_compatible_with(t):  # a TensorSpec or VariableSpec
                 raise TypeError(f"{self.__name__}: argument {k} is {t}, not compatible with input_signature {spec}")
 
     @staticmethod
@@ -237,7 +237,7 @@ class CompiledFunction:
         tensors = _data_inputs(flat)  # variables stay variables: the function may assign them
         compiled = self._cache.get(key)
         if compiled is None:
-            self._check_signature([x for x in tensors if not isinstance(x, tf.Variable)])
+            self._check_signature(tensors)
             flags = self._flags()
             cf = self._tf_function.get_concrete_function(*args, **kwargs)
             compiled = CompiledGraph.build(cf, must_compile=self._jit_compile is True, flags=flags)
