@@ -44,11 +44,17 @@ class UnsafeCacheError(RuntimeError):
 
 
 def default_cache_dir() -> Path:
+    return default_cache_root()[0]
+
+
+def default_cache_root() -> tuple[Path, Path]:
+    """The default cache directory, and the level it is checked from (``private_dir``'s ``top``):
+    ``$TFXLA_CACHE_DIR`` itself, else ``$XDG_CACHE_HOME`` (default ``~/.cache``)."""
     env = os.environ.get("TFXLA_CACHE_DIR")
     if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tfxla_plugin" / "kernels"
+        return Path(env), Path(env)
+    base = Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"))
+    return base / "tfxla_plugin" / "kernels", base
 
 
 @dataclass(frozen=True)
@@ -66,8 +72,8 @@ def build_cached(source: str, key: str, command: Callable[[str, str], list[str]]
                  cache_dir: str | os.PathLike | None, name: str, source_suffix: str, output_suffix: str,
                  tool: str) -> CachedBuild:
     """Build ``source`` with ``command(source_path, output_path)`` unless ``key`` is cached already."""
-    root = private_dir(Path(cache_dir) if cache_dir is not None else default_cache_dir())
-    directory = private_dir(root / key[:2])
+    root, top = (Path(cache_dir), Path(cache_dir)) if cache_dir is not None else default_cache_root()
+    directory = private_dir(root / key[:2], top=top)
     out_path = directory / f"{key}{output_suffix}"
     src_path = directory / f"{key}{source_suffix}"
 
@@ -136,21 +142,22 @@ def checked_sha256(path: Path) -> str | None:
     return sha
 
 
-def private_dir(path: Path, what: str = "kernel cache directory") -> Path:
-    """``path`` as a directory only this user can write: missing levels are created 0700 (whatever the
-    umask), and an existing one that is not safe is refused (``check_private``)."""
-    missing = []
-    p = Path(path)
-    while not p.exists() and p != p.parent:
-        missing.append(p)
-        p = p.parent
-    for d in reversed(missing):
-        try:
-            os.mkdir(d, 0o700)
-        except FileExistsError:
-            pass
-    check_private(Path(path), what)
-    return Path(path)
+def private_dir(path: Path, what: str = "kernel cache directory", top: Path | None = None) -> Path:
+    """``path`` as a directory only this user can write. From ``top`` (default: ``path``'s parent) down,
+    each level is checked (``check_private``) before anything is created in it, so nobody else can swap
+    a level for one of their own; missing levels are created 0700 whatever the umask."""
+    path = Path(path)
+    top = Path(top) if top is not None and (Path(top) == path or Path(top) in path.parents) else None
+    levels = [path] + ([p for p in path.parents if p == top or top in p.parents] if top is not None else [])
+    for level in reversed(levels):
+        for missing in reversed([level, *level.parents]):  # with its missing parents, 0700 too
+            if not missing.exists():
+                try:
+                    os.mkdir(missing, 0o700)
+                except FileExistsError:
+                    pass
+        check_private(level, what)
+    return path
 
 
 def check_private(path: Path, what: str = "kernel cache directory") -> None:

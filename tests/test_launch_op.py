@@ -8,8 +8,9 @@
 * Errors: wrong dtype, rank, dims or input count, a hash mismatch (the file is never dlopen'ed),
   a missing file; each a TF error naming the input or the file, and the kernel is not called.
 * In a fresh process (so a crash cannot take pytest down): ``import tfxla_plugin`` registers the
-  op, truncated/empty/garbage .so files give clear errors, and a SavedModel whose kernel path is
-  an Asset loads from a moved directory.
+  op, truncated/empty/garbage .so files, /dev/zero and FIFOs (as kernels or C sources) give clear
+  errors at once, and a SavedModel whose kernel path is an Asset loads from a moved directory.
+  Another one finds a truncated op library in its cache and rebuilds it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import tensorflow as tf
 import hlo
 from backends.cpu import CompileOptions, compile as compile_module
 from hlo.dtypes import PrimitiveType
+from tests.file_probes import ALL_SEALS, count_opens, mapped_files, memfd_seals
 from tfxla_plugin import _op
 
 REPO = Path(__file__).resolve().parent.parent
@@ -420,6 +422,59 @@ def test_hash_mismatch_refuses_without_loading(op, tmp_path):
         op.tfxla_launch(kernel_hash="f" * 64, **call)
 
 
+def test_the_op_opens_a_kernel_once_and_runs_a_sealed_copy_of_the_bytes_it_hashed(op, tmp_path):
+    path = Path(_abi_kernel(tmp_path, "opened_once", {**SCALAR_SIG, "module": "once"}, COPY_SCALAR))
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    results = []
+    call = dict(kernel_path=str(path), args=[np.float32(4)], Tout=[tf.float32], output_shapes=[[]], cluster="c",
+                kernel_hash=sha)
+    assert count_opens(path, lambda: results.append(op.tfxla_launch(**call)[0].numpy())) == 1
+    assert results == [4.0]
+    maps = mapped_files()
+    assert str(path) not in maps and "/memfd:opened_once.so (deleted)" in maps  # not the file: its copy
+    assert memfd_seals("opened_once.so") == ALL_SEALS  # which nobody can change
+    path.write_bytes(b"replaced")
+    assert op.tfxla_launch(**call)[0].numpy() == 4.0
+
+
+@pytest.fixture
+def rebuild_helper(tmp_path, monkeypatch):
+    """A stand-in for `python -m tfxla_plugin.rebuild_kernel`: prints the path in $TFXLA_TEST_REBUILT."""
+    script = tmp_path / "fake_python"
+    script.write_text('#!/bin/sh\nprintf "%s\\n" "$TFXLA_TEST_REBUILT"\n')
+    script.chmod(0o700)
+    monkeypatch.setenv("TFXLA_PYTHON", str(script))
+    return lambda path: monkeypatch.setenv("TFXLA_TEST_REBUILT", str(path))
+
+
+def test_a_rebuilt_kernel_is_loaded_only_if_it_matches_its_hash_record(op, tmp_path, rebuild_helper, capfd):
+    shipped, source = tmp_path / "k_shipped.so", tmp_path / "k_shipped.c"
+    shipped.write_bytes(b"\x7fELF not the recorded object")
+    source.write_text("/* the kernel's source */\n")
+    (tmp_path / "cache").mkdir()
+    genuine = Path(_abi_kernel(tmp_path / "cache", "genuine", {**SCALAR_SIG, "module": "genuine"}, COPY_SCALAR))
+    planted = Path(_abi_kernel(tmp_path, "planted", {**SCALAR_SIG, "module": "planted"},
+                               "*(float*)out[0] = 666; return 0;"))
+    call = dict(kernel_path=str(shipped), args=[np.float32(1)], Tout=[tf.float32], output_shapes=[[]],
+                cluster="rb", kernel_hash="", kernel_hashes=["0" * 64],
+                source_hashes=[hashlib.sha256(source.read_bytes()).hexdigest()])
+    rebuild_helper(planted)  # no record at all
+    with pytest.raises(tf.errors.DataLossError, match=re.escape(f"rebuilt tfxla kernel '{planted}' has no usable "
+                                                                f"hash record")):
+        op.tfxla_launch(**call)
+    genuine_sha = hashlib.sha256(genuine.read_bytes()).hexdigest()
+    Path(f"{planted}.sha256").write_text(f"{genuine_sha}  {planted.name}\n")  # planted at the genuine's key
+    with pytest.raises(tf.errors.DataLossError, match=re.escape(f"'{planted}' has sha256 "
+                                                                f"{hashlib.sha256(planted.read_bytes()).hexdigest()}, "
+                                                                f"not the recorded {genuine_sha} in its hash record "
+                                                                f"'{planted}.sha256'")):
+        op.tfxla_launch(**call)
+    Path(f"{genuine}.sha256").write_text(f"{genuine_sha}  {genuine.name}\n")
+    rebuild_helper(genuine)
+    assert op.tfxla_launch(**call)[0].numpy() == 1.0
+    assert f"rebuilt it from its C source into '{genuine}'" in capfd.readouterr().err
+
+
 # --- a fresh process: registration on import, damaged files, a SavedModel with an Asset -----------
 CHILD = """
 import json, sys
@@ -429,10 +484,11 @@ from tensorflow.python.framework import op_def_registry
 print(json.dumps({"registered": [op_def_registry.get("TfxlaLaunch") is not None, ""]}), flush=True)
 cases, saved = json.loads(sys.argv[1]), sys.argv[2]
 op = tfxla_plugin._op.load_op_library()
-for name, path in cases.items():
+for name, case in cases.items():
+    kw = case if isinstance(case, dict) else {"kernel_path": case}
     try:
-        r = op.tfxla_launch(kernel_path=path, args=[tf.constant(1.0)], Tout=[tf.float32], output_shapes=[[]],
-                            cluster="c", kernel_hash="")
+        r = op.tfxla_launch(args=[tf.constant(1.0)], Tout=[tf.float32], output_shapes=[[]], cluster="c",
+                            kernel_hash="", **kw)
         result = ["ok", str(r[0].numpy())]
     except tf.errors.OpError as e:
         result = [type(e).__name__, e.message]
@@ -457,6 +513,19 @@ def child(op, kernels, tmp_path_factory):
     cases = {n: str(tmp / f"{n}.so") for n in damaged}
     cases["directory"] = str(tmp)
     cases["good"] = str(good)
+    # Hostile files, last (each used to abort or hang the process): /dev/zero and FIFOs as kernels and
+    # as the C source a kernel would be rebuilt from.
+    os.mkfifo(tmp / "fifo.so")
+    (tmp / "fifo_source.so").write_bytes(b"garbage")
+    os.mkfifo(tmp / "fifo_source.c")
+    (tmp / "zero_source.so").write_bytes(b"garbage")
+    (tmp / "zero_source.c").symlink_to("/dev/zero")
+    rebuild = {"kernel_hashes": ["0" * 64], "source_hashes": ["0" * 64]}
+    cases.update({"dev_zero": "/dev/zero", "fifo": str(tmp / "fifo.so"),
+                  "dev_zero_rebuild": {"kernel_path": "/dev/zero", **rebuild},
+                  "fifo_rebuild": {"kernel_path": str(tmp / "fifo.so"), **rebuild},
+                  "fifo_source": {"kernel_path": str(tmp / "fifo_source.so"), **rebuild},
+                  "zero_source": {"kernel_path": str(tmp / "zero_source.so"), **rebuild}})
 
     # A SavedModel whose kernel is an Asset; the kernel's original file is gone and the directory moved.
     kernel_copy = tmp / "kernel_copy.so"
@@ -478,8 +547,12 @@ def child(op, kernels, tmp_path_factory):
     os.rename(tmp / "saved", tmp / "moved")
 
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cases), str(tmp / "moved")], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+    try:
+        proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cases), str(tmp / "moved")], cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=240)
+    except subprocess.TimeoutExpired as e:  # a hang: what it printed before still counts
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout or ""
+        proc = subprocess.CompletedProcess(e.cmd, "timeout", out, "timed out after 240 s")
     results = {}
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
@@ -505,6 +578,23 @@ def test_damaged_kernel_file_is_a_clear_error(child, name):
     assert name in message or "child" in message  # names the file
     if name != "directory":
         assert f"cannot load tfxla kernel '" in message and f"{name}.so'" in message
+
+
+@pytest.mark.parametrize("name, error, message", [
+    ("dev_zero", "InvalidArgumentError", "tfxla kernel file '/dev/zero' is not a regular file (it is a character "
+                                         "device)"),
+    ("fifo", "InvalidArgumentError", "fifo.so' is not a regular file (it is a FIFO)"),
+    ("dev_zero_rebuild", "InvalidArgumentError", "tfxla kernel '/dev/zero' cannot be read (tfxla kernel file "
+                                                 "'/dev/zero' is not a regular file (it is a character device))"),
+    ("fifo_rebuild", "NotFoundError", "fifo.so' is not a regular file (it is a FIFO)), and its C source"),
+    ("fifo_source", "NotFoundError", "fifo_source.c' is not a regular file (it is a FIFO)"),
+    ("zero_source", "NotFoundError", "zero_source.c' is not a regular file (it is a character device)"),
+])
+def test_dev_zero_and_fifos_are_refused_at_once(child, name, error, message):
+    kind, text = _child_result(child, name)
+    assert kind == error and message in text, (kind, text)
+    if name.endswith("_source"):
+        assert "its C source (.c, or .cu for CUDA) cannot be read: tfxla kernel source '" in text
 
 
 def test_good_kernel_after_damaged_ones_and_saved_model_from_moved_dir(child):

@@ -133,9 +133,12 @@ def packaged_library(info: dict) -> Path | None:
     return so if same_tf and built.get("source_sha256") == source_digest() else None
 
 
+def cache_base() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"))
+
+
 def cache_dir(tf_version: str) -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tfxla_plugin" / "ops" / tf_version
+    return cache_base() / "tfxla_plugin" / "ops" / tf_version
 
 
 def cache_path(info: dict) -> Path:
@@ -144,7 +147,7 @@ def cache_path(info: dict) -> Path:
 
     key_cmd = shlex.join(build_command("OUTPUT.so", info, Path("SOURCE.cc")))
     key = hashlib.sha256(f"{source_digest()}\0{key_cmd}".encode()).hexdigest()[:16]
-    directory = private_dir(cache_dir(info["tf_version"]), "op library cache directory")
+    directory = private_dir(cache_dir(info["tf_version"]), "op library cache directory", top=cache_base())
     return directory / f"tfxla_launch_{key}.so"
 
 

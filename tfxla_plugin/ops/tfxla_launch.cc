@@ -376,13 +376,18 @@ class TfxlaLaunchOp : public OpKernel {
       return InvalidArgument("tfxla kernel '", path, "' ", why, ", and its name does not end in .so, so there is "
                              "no C source beside it to rebuild from");
     // The source beside it: C for the CPU backend, CUDA (a host launcher) for the CUDA backend.
+    // The first that exists is read (a FIFO or a device there is an error, not a reason to look on).
     std::string source, text;
-    absl::Status read;
     for (const char* suffix : {".c", ".cu"}) {
-      source = path.substr(0, path.size() - 3) + suffix;
-      text.clear();
-      if ((read = ReadRegularFile(source, "tfxla kernel source", &text)).ok()) break;
+      struct stat st;
+      const std::string candidate = path.substr(0, path.size() - 3) + suffix;
+      if (source.empty()) source = candidate;  // named when neither exists
+      if (::lstat(candidate.c_str(), &st) == 0) {
+        source = candidate;
+        break;
+      }
     }
+    const absl::Status read = ReadRegularFile(source, "tfxla kernel source", &text);
     if (!read.ok())
       return NotFound("tfxla kernel '", path, "' ", why, ", and its C source (.c, or .cu for CUDA) cannot be read: ",
                       read.message());
@@ -394,10 +399,15 @@ class TfxlaLaunchOp : public OpKernel {
       return Internal("tfxla kernel '", path, "' ", why, ", and rebuilding it from '", source, "' failed: ", rebuilt);
     // The rebuilt object is loaded only if its bytes are those its cache recorded when it built them.
     TF_RETURN_IF_ERROR(ReadHashRecord(rebuilt, &rebuilt_hash));
+    std::string mismatch;
+    TF_RETURN_IF_ERROR(KernelTable::Get().Lookup(rebuilt, rebuilt_hash, out, &mismatch));
+    if (*out == nullptr)
+      return DataLoss("rebuilt tfxla kernel '", rebuilt, "' ", mismatch, " in its hash record '", rebuilt,
+                      ".sha256': refusing to load it");
     // Written to stderr directly: TF's C++ log is often silenced (TF_CPP_MIN_LOG_LEVEL) and this must be seen.
     std::fprintf(stderr, "tfxla: kernel '%s' %s; rebuilt it from its C source into '%s'\n", path.c_str(),
                  why.c_str(), rebuilt.c_str());
-    return KernelTable::Get().Lookup(rebuilt, rebuilt_hash, out);
+    return absl::OkStatus();
   }
 
   absl::Status CheckTile(const LoadedKernel& k, const LoadedKernel& k0, int64_t tile) const {
