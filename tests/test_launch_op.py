@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import textwrap
@@ -626,6 +627,57 @@ def test_packaged_library_needs_a_matching_sidecar(tmp_path, monkeypatch):
     assert _op.packaged_library(info) is None  # built from another source
     (tmp_path / _op.SIDECAR).write_text(json.dumps(sidecar))
     assert _op.packaged_library(info) == tmp_path / _op.PACKAGED_SO
+
+
+def test_an_op_cache_dir_others_can_write_is_refused(tmp_path, monkeypatch):
+    from backends.kernel_cache import UnsafeCacheError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    os.chmod(tmp_path, 0o775)
+    with pytest.raises(UnsafeCacheError, match=re.escape(f"op library cache directory {tmp_path} is writable by its "
+                                                         f"group (mode 0775)") + ".*" + re.escape(f"chmod go-w {tmp_path}")):
+        _op.cache_path(_op.tf_build_info())
+
+
+OP_CHILD = """
+import os, sys
+os.umask(0o002)
+import tensorflow as tf
+from tfxla_plugin import _op  # imports tfxla_plugin, which loads the op library
+try:
+    _op.load_op_library().tfxla_launch(kernel_path=sys.argv[1], args=[tf.constant(1.0)], Tout=[tf.float32],
+                                       output_shapes=[[]], cluster="c", kernel_hash="")
+except tf.errors.NotFoundError as e:
+    print("the op runs:", e.message.split("}} ")[-1].split(" [Op:")[0])
+"""
+
+
+@pytest.mark.slow
+def test_a_truncated_op_library_in_the_cache_is_found_and_rebuilt(op, tmp_path, monkeypatch):
+    """A fresh process (umask 002) whose cache holds the op library cut in half: it says so and rebuilds it
+    (one build, seconds), where loading it used to die of SIGBUS in every process; dirs 0700, files 0600."""
+    info = _op.tf_build_info()
+    if _op.packaged_library(info) is not None:
+        pytest.skip("an installed op library is used before the cache")
+    good = _op.cache_path(info)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    so = _op.cache_path(info)
+    data = good.read_bytes()
+    so.write_bytes(data[: len(data) // 2])
+    shutil.copy(good.with_suffix(".json"), so.with_suffix(".json"))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", OP_CHILD, str(tmp_path / "missing.so")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"tfxla: the cached TfxlaLaunch op library {so} is unusable (truncated ELF file ({len(data) // 2} bytes)" \
+        in proc.stderr and "; rebuilding it" in proc.stderr
+    assert proc.stdout.strip() == f"the op runs: tfxla kernel file '{tmp_path / 'missing.so'}' not found: No such " \
+                                  f"file or directory"
+    assert _op.library_bytes(so)[0] is not None
+    modes = {p.relative_to(tmp_path): stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "tfxla_plugin").rglob("*")}
+    assert {m for p, m in modes.items() if (tmp_path / p).is_dir()} == {0o700}, modes
+    assert {m for p, m in modes.items() if (tmp_path / p).is_file()} == {0o600}, modes
+    assert {p.suffix for p in modes if (tmp_path / p).is_file()} == {".so", ".json", ".lock"}
 
 
 def test_eager_call_overhead(op, kernels):
