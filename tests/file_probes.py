@@ -10,14 +10,15 @@ import struct
 from pathlib import Path
 
 ALL_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
-_IN_OPEN = 0x20
+_IN_OPEN, _IN_CLOSE_NOWRITE = 0x20, 0x10
 
 
 def count_opens(path: Path, action) -> int:
-    """How many times ``path`` is opened (inotify IN_OPEN) while ``action()`` runs."""
+    """How many times ``path`` is opened (inotify IN_OPEN) while ``action()`` runs. Closes are watched too:
+    inotify merges an event into an identical unread one before it, so open, open would count once."""
     libc = ctypes.CDLL(None, use_errno=True)
     fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-    assert fd >= 0 and libc.inotify_add_watch(fd, str(path).encode(), _IN_OPEN) >= 0
+    assert fd >= 0 and libc.inotify_add_watch(fd, str(path).encode(), _IN_OPEN | _IN_CLOSE_NOWRITE) >= 0
     try:
         action()
         try:
