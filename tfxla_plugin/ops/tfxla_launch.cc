@@ -399,14 +399,14 @@ class TfxlaLaunchOp : public OpKernel {
       return Internal("tfxla kernel '", path, "' ", why, ", and rebuilding it from '", source, "' failed: ", rebuilt);
     // The rebuilt object is loaded only if its bytes are those its cache recorded when it built them.
     TF_RETURN_IF_ERROR(ReadHashRecord(rebuilt, &rebuilt_hash));
+    // Written to stderr directly: TF's C++ log is often silenced (TF_CPP_MIN_LOG_LEVEL) and this must be seen.
+    std::fprintf(stderr, "tfxla: kernel '%s' %s; rebuilt it from its C source into '%s'\n", path.c_str(),
+                 why.c_str(), rebuilt.c_str());
     std::string mismatch;
     TF_RETURN_IF_ERROR(KernelTable::Get().Lookup(rebuilt, rebuilt_hash, out, &mismatch));
     if (*out == nullptr)
       return DataLoss("rebuilt tfxla kernel '", rebuilt, "' ", mismatch, " in its hash record '", rebuilt,
                       ".sha256': refusing to load it");
-    // Written to stderr directly: TF's C++ log is often silenced (TF_CPP_MIN_LOG_LEVEL) and this must be seen.
-    std::fprintf(stderr, "tfxla: kernel '%s' %s; rebuilt it from its C source into '%s'\n", path.c_str(),
-                 why.c_str(), rebuilt.c_str());
     return absl::OkStatus();
   }
 
