@@ -82,8 +82,12 @@ def build_cached(source: str, key: str, command: Callable[[str, str], list[str]]
         return None if sha is None else CachedBuild(out_path, src_path, key, True,
                                                     tuple(command(str(src_path), str(out_path))), sha256=sha)
 
-    if out_path.exists() and (found := hit()) is not None:
-        return found
+    if out_path.exists():
+        try:
+            if (found := hit()) is not None:
+                return found
+        except UnsafeCacheError:
+            pass  # checked again under the lock: a build may be replacing a record-less entry right now
     lock = os.open(directory / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -102,7 +106,7 @@ def build_cached(source: str, key: str, command: Callable[[str, str], list[str]]
             os.unlink(tmp)
             raise CompileError(f"{tool} failed with exit code {proc.returncode}", cmd, proc.stderr,
                                str(src_path))
-        os.chmod(tmp, 0o600)  # the linker made it 0777 & ~umask
+        os.chmod(tmp, 0o600)  # the linker gave it its own mode (executable, after the umask)
         sha = write_record(out_path, Path(tmp))
         os.replace(tmp, out_path)
         return CachedBuild(out_path, src_path, key, False, tuple(cmd), proc.stderr, sha256=sha)

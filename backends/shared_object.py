@@ -34,7 +34,7 @@ def read_regular_file(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> by
     """The bytes of the regular file ``path``, read through one descriptor opened ``O_NONBLOCK`` (a FIFO
     without a writer would block the open). Raises ``LoadError`` for anything else."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        fd = _retry_out_of_fds(lambda: os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY))
     except OSError as e:
         raise LoadError(f"cannot open {path}: {e.strerror}") from None
     try:
@@ -104,17 +104,18 @@ def read_record(path: str | os.PathLike) -> str | None:
 
 def sealed_copy(data: bytes, name: str) -> int:
     """A memfd holding ``data``, sealed against every change (write, shrink, grow, further seals)."""
-    flags = os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING
+    flags = os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING | getattr(os, "MFD_EXEC", 0)
     try:
-        fd = os.memfd_create(name[:200] or "tfxla", flags | getattr(os, "MFD_EXEC", 0))
+        try:
+            fd = _retry_out_of_fds(lambda: os.memfd_create(name[:200] or "tfxla", flags))
+        except OSError as e:
+            if e.errno != errno.EINVAL or not getattr(os, "MFD_EXEC", 0):
+                raise
+            fd = _retry_out_of_fds(lambda: os.memfd_create(name[:200] or "tfxla", flags & ~os.MFD_EXEC))  # < 6.3
     except OSError as e:
-        if e.errno == errno.EINVAL and getattr(os, "MFD_EXEC", 0):  # a kernel before 6.3 knows no MFD_EXEC
-            fd = os.memfd_create(name[:200] or "tfxla", flags)
-        elif e.errno in (errno.EMFILE, errno.ENFILE):
-            raise LoadError(f"cannot load {name}: out of file descriptors (each loaded kernel keeps one; "
-                            f"raise the limit with ulimit -n)") from None
-        else:
-            raise LoadError(f"cannot load {name}: memfd_create failed: {e.strerror}") from None
+        hint = " (each loaded kernel keeps one descriptor; raise the limit: ulimit -n)" \
+            if e.errno in (errno.EMFILE, errno.ENFILE) else ""
+        raise LoadError(f"cannot load {name}: memfd_create failed: {e.strerror}{hint}") from None
     try:
         view = memoryview(data)
         while view:
@@ -125,6 +126,24 @@ def sealed_copy(data: bytes, name: str) -> int:
         os.close(fd)
         raise LoadError(f"cannot load {name}: writing its sealed copy failed: {e.strerror}") from None
     return fd
+
+
+def _retry_out_of_fds(call):
+    """``call()``, once more after raising the soft limit on descriptors to the hard one if it ran out
+    (each loaded object keeps its memfd open, see ``_loaded``; Go raises the limit the same way)."""
+    import resource
+
+    try:
+        return call()
+    except OSError as e:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if e.errno != errno.EMFILE or soft == hard:
+            raise
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            raise e from None
+        return call()
 
 
 # sha256 -> (memfd, library). The memfd stays open while the library is loaded (ctypes never unloads

@@ -139,6 +139,22 @@ def test_distinct_contents_get_distinct_objects_and_equal_contents_one(tmp_path)
     assert values[9][0] is values[9][1]
 
 
+def test_out_of_descriptors_the_soft_limit_is_raised_to_the_hard_one(tmp_path) -> None:
+    """Each loaded object keeps its memfd: in a process at its soft limit, loading raises it (once) to the hard."""
+    built = compile_shared_object(_source(12), FAST, tmp_path, name="fds")
+    code = ("import os, resource, sys\nfrom backends.shared_object import load_library\n"
+            "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))\n"
+            "held = []\n"
+            "while True:\n    try:\n        held.append(os.open('/dev/null', os.O_RDONLY))\n"
+            "    except OSError:\n        break\n"
+            "print(load_library(sys.argv[1], sys.argv[2]).tfxla_test_value(), "
+            "resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(built.path), built.sha256], capture_output=True, text=True,
+                          timeout=60, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout.split() == ["12", "True"], proc.stderr[-2000:]
+
+
 @pytest.mark.parametrize("kind", ["dev_zero", "fifo", "directory"])
 def test_hostile_paths_are_refused_before_reading(tmp_path, kind) -> None:
     """In a fresh process with a timeout: a FIFO without a writer must not block, /dev/zero not run away."""

@@ -14,6 +14,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,6 +48,15 @@ TFXLA_STATUS(Unimplemented)
 // 2 GiB: far above any kernel (a frozen model's weights included), far below a runaway file.
 constexpr uint64_t kMaxFileBytes = uint64_t{2} << 30;
 
+// Raises the soft limit on descriptors to the hard one; whether it rose. Each loaded kernel keeps its
+// memfd open (see KernelTable::Load), so a process that loads many may run out at a low soft limit.
+bool RaiseFdLimit() {
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == limit.rlim_max) return false;
+  limit.rlim_cur = limit.rlim_max;
+  return ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
+}
+
 const char* FileKind(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
@@ -60,7 +70,9 @@ const char* FileKind(mode_t mode) {
 // without a writer does not block the open; everything else is refused after fstat of that descriptor.
 absl::Status ReadRegularFile(const std::string& path, const char* what, std::string* data,
                              uint64_t max_bytes = kMaxFileBytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  constexpr int kOpenFlags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+  int fd = ::open(path.c_str(), kOpenFlags);
+  if (fd < 0 && errno == EMFILE && RaiseFdLimit()) fd = ::open(path.c_str(), kOpenFlags);
   if (fd < 0) {
     const int e = errno;
     if (e == ENOENT) return NotFound(what, " '", path, "' not found: ", std::strerror(e));
@@ -137,6 +149,7 @@ absl::Status SealedCopy(const std::string& path, const std::string& data, int* f
   constexpr unsigned kExec = 0x10;  // MFD_EXEC (Linux 6.3): executable even where vm.memfd_noexec is set
   *fd = ::memfd_create(name.c_str(), kFlags | kExec);
   if (*fd < 0 && errno == EINVAL) *fd = ::memfd_create(name.c_str(), kFlags);  // a kernel before 6.3
+  if (*fd < 0 && errno == EMFILE && RaiseFdLimit()) *fd = ::memfd_create(name.c_str(), kFlags);
   if (*fd < 0) {
     const int e = errno;
     return absl::ResourceExhaustedError(absl::StrCat(
