@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from backends.kernel_cache import UnsafeCacheError
 from tests.file_probes import ALL_SEALS, count_opens, mapped_files, memfd_seals
 from tests.test_launch_op import COPY_SCALAR, REPO, SCALAR_SIG, _abi_kernel
 from tfxla_plugin import _op
@@ -89,8 +90,6 @@ def test_a_rebuilt_kernel_is_loaded_only_if_it_matches_its_hash_record(op, tmp_p
 
 
 def test_an_op_cache_dir_others_can_write_is_refused(tmp_path, monkeypatch):
-    from backends.kernel_cache import UnsafeCacheError
-
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     os.chmod(tmp_path, 0o775)
     with pytest.raises(UnsafeCacheError, match=re.escape(f"op library cache directory {tmp_path} is writable by its "

@@ -28,7 +28,8 @@
 //   the op reads the variable as ReadVariableOp does (shared lock; a copy in copy-on-read mode)
 //   and checks its dtype and shape like any input. The eager single-launch path passes handles,
 //   so a call is one op however many variables the cluster reads.
-// Loading and checking kernel files lives in kernel_table.h, rebuilding them in rebuild.h.
+// Reading and checking kernel files lives in kernel_file.h, loading them in kernel_table.h,
+// rebuilding them in rebuild.h.
 
 #include <algorithm>
 #include <cstdint>
