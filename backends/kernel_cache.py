@@ -2,21 +2,33 @@
 
 An artifact is cached under ``<cache_dir>/<key[:2]>/<key><output_suffix>`` beside its source
 ``<key><source_suffix>``, where ``key`` hashes the source, the full command and the compiler's version
-(each driver computes it). Writes are atomic (build to a temporary name, then ``os.replace``) and a
+(each driver computes it), and its hash record ``<key><output_suffix>.sha256`` (the artifact's sha256,
+written when it is built). Writes are atomic (build to a temporary name, then ``os.replace``) and a
 file lock per key makes parallel processes build each artifact once. A failure raises
 ``CompileError`` carrying the command, the compiler's stderr and the path of the kept source.
+
+Trust: directories are created 0700 and files 0600, and a cache directory another user could write
+(group/other-writable, or owned by someone else) is refused with ``UnsafeCacheError``, as ssh refuses
+such a key file: anyone who can write the cache can make every process that uses it run their code.
+A hit is checked against its record on every use: an artifact that does not match is refused
+(``UnsafeCacheError`` naming it), one without a record (an entry from before records) is rebuilt.
+Loaders check the bytes they load against the record again (``backends.shared_object``).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shlex
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from backends.shared_object import LoadError, read_record, read_regular_file, record_path
 
 
 class CompileError(RuntimeError):
@@ -27,12 +39,22 @@ class CompileError(RuntimeError):
         self.source_path = source_path
 
 
+class UnsafeCacheError(RuntimeError):
+    """A cache directory other users could write, or a cache entry that is not what was built there."""
+
+
 def default_cache_dir() -> Path:
+    return default_cache_root()[0]
+
+
+def default_cache_root() -> tuple[Path, Path]:
+    """The default cache directory, and the level it is checked from (``private_dir``'s ``top``):
+    ``$TFXLA_CACHE_DIR`` itself, else ``$XDG_CACHE_HOME`` (default ``~/.cache``)."""
     env = os.environ.get("TFXLA_CACHE_DIR")
     if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tfxla_plugin" / "kernels"
+        return Path(env), Path(env)
+    base = Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"))
+    return base / "tfxla_plugin" / "kernels", base
 
 
 @dataclass(frozen=True)
@@ -43,49 +65,117 @@ class CachedBuild:
     cache_hit: bool
     command: tuple[str, ...]
     stderr: str = ""  # the compiler's diagnostics of the build that produced it ("" on a hit)
+    sha256: str = ""  # of the artifact, as its record says and its bytes were checked to be
 
 
 def build_cached(source: str, key: str, command: Callable[[str, str], list[str]], *,
                  cache_dir: str | os.PathLike | None, name: str, source_suffix: str, output_suffix: str,
                  tool: str) -> CachedBuild:
     """Build ``source`` with ``command(source_path, output_path)`` unless ``key`` is cached already."""
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    directory = root / key[:2]
-    directory.mkdir(parents=True, exist_ok=True)
+    root, top = (Path(cache_dir), Path(cache_dir)) if cache_dir is not None else default_cache_root()
+    directory = private_dir(root / key[:2], top=top)
     out_path = directory / f"{key}{output_suffix}"
     src_path = directory / f"{key}{source_suffix}"
 
-    def hit() -> CachedBuild:
-        return CachedBuild(out_path, src_path, key, True, tuple(command(str(src_path), str(out_path))))
+    def hit() -> CachedBuild | None:
+        sha = checked_sha256(out_path)
+        return None if sha is None else CachedBuild(out_path, src_path, key, True,
+                                                    tuple(command(str(src_path), str(out_path))), sha256=sha)
 
     if out_path.exists():
-        return hit()
-    with open(directory / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            if out_path.exists():  # another process built it while we waited
-                return hit()
-            atomic_write(src_path, source.encode())
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=output_suffix, dir=directory)
-            os.close(fd)
-            cmd = command(str(src_path), tmp)
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            except (OSError, subprocess.TimeoutExpired) as e:
-                os.unlink(tmp)
-                raise CompileError(f"{tool} could not run or timed out: {e}", cmd, str(e), str(src_path)) from e
-            if proc.returncode != 0:
-                os.unlink(tmp)
-                raise CompileError(f"{tool} failed with exit code {proc.returncode}", cmd, proc.stderr,
-                                   str(src_path))
-            os.replace(tmp, out_path)
-            return CachedBuild(out_path, src_path, key, False, tuple(cmd), proc.stderr)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            if (found := hit()) is not None:
+                return found
+        except UnsafeCacheError:
+            pass  # checked again under the lock: a build may be replacing a record-less entry right now
+    lock = os.open(directory / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if out_path.exists() and (found := hit()) is not None:  # another process built it while we waited
+            return found
+        atomic_write(src_path, source.encode())
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=output_suffix, dir=directory)
+        os.close(fd)
+        cmd = command(str(src_path), tmp)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            os.unlink(tmp)
+            raise CompileError(f"{tool} could not run or timed out: {e}", cmd, str(e), str(src_path)) from e
+        if proc.returncode != 0:
+            os.unlink(tmp)
+            raise CompileError(f"{tool} failed with exit code {proc.returncode}", cmd, proc.stderr,
+                               str(src_path))
+        os.chmod(tmp, 0o600)  # the linker gave it its own mode (executable, after the umask)
+        sha = write_record(out_path, Path(tmp))
+        os.replace(tmp, out_path)
+        return CachedBuild(out_path, src_path, key, False, tuple(cmd), proc.stderr, sha256=sha)
+    finally:
+        os.close(lock)  # releases the flock
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Writes ``path`` (mode 0600) through a temporary file in its directory and a rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mkstemp creates it 0600
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     os.replace(tmp, path)
+
+
+def write_record(path: Path, built: Path | None = None) -> str:
+    """Records the sha256 of ``built`` (default ``path``), the file about to become ``path``; returns it."""
+    sha = hashlib.sha256((built or path).read_bytes()).hexdigest()
+    atomic_write(record_path(path), f"{sha}  {path.name}\n".encode())
+    return sha
+
+
+def checked_sha256(path: Path) -> str | None:
+    """The sha256 of cache entry ``path`` when it matches its record; None when it has no record (it is
+    then rebuilt). Raises ``UnsafeCacheError`` when it does not match: it changed after it was built."""
+    try:
+        recorded = read_record(path)
+        if recorded is None:
+            return None
+        sha = hashlib.sha256(read_regular_file(path)).hexdigest()
+    except LoadError as e:
+        raise UnsafeCacheError(f"kernel cache entry {path}: {e}; delete it to rebuild it") from None
+    if sha != recorded:
+        raise UnsafeCacheError(f"kernel cache entry {path} has sha256 {sha}, but {record_path(path)} records "
+                               f"{recorded}: it changed after it was built, refusing to use it (delete both "
+                               f"files to rebuild it)")
+    return sha
+
+
+def private_dir(path: Path, what: str = "kernel cache directory", top: Path | None = None) -> Path:
+    """``path`` as a directory only this user can write. From ``top`` (default: ``path``'s parent) down,
+    each level is checked (``check_private``) before anything is created in it, so nobody else can swap
+    a level for one of their own; missing levels are created 0700 whatever the umask."""
+    path = Path(path)
+    top = Path(top) if top is not None and (Path(top) == path or Path(top) in path.parents) else None
+    levels = [path] + ([p for p in path.parents if p == top or top in p.parents] if top is not None else [])
+    for level in reversed(levels):
+        for missing in reversed([level, *level.parents]):  # with its missing parents, 0700 too
+            if not missing.exists():
+                try:
+                    os.mkdir(missing, 0o700)
+                except FileExistsError:
+                    pass
+        check_private(level, what)
+    return path
+
+
+def check_private(path: Path, what: str = "kernel cache directory") -> None:
+    """Raises ``UnsafeCacheError`` unless ``path`` is a directory owned by this user (or root) that
+    neither its group nor others can write."""
+    st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeCacheError(f"{what} {path} is not a directory")
+    if st.st_uid not in (os.geteuid(), 0):
+        raise UnsafeCacheError(f"{what} {path} is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()}): "
+                               f"refusing to use it, since its owner could plant code in it; use a directory of "
+                               f"your own (TFXLA_CACHE_DIR or XDG_CACHE_HOME)")
+    if st.st_mode & 0o022:
+        who = "group and others" if st.st_mode & 0o022 == 0o022 else "group" if st.st_mode & 0o020 else "others"
+        raise UnsafeCacheError(f"{what} {path} is writable by its {who} (mode {stat.S_IMODE(st.st_mode):04o}): "
+                               f"refusing to use it, since another user could plant code in it; fix it with "
+                               f"'chmod go-w {path}'")

@@ -1,5 +1,7 @@
 """``tfxla show``: signatures as TensorFlow reports them, the wrapped-model section from a hand-made
-manifest (tfxla-wrapped-savedmodel/1 layout), and ``--clusters`` on plain and wrapped models."""
+manifest (tfxla-wrapped-savedmodel/1 layout), and ``--clusters`` on plain and wrapped models. A malformed
+manifest (bad JSON, wrong types, file names with ``..`` or absolute, links out of the model) is one
+line on stderr and exit 1, never a traceback, and names no file outside the model directory."""
 
 from __future__ import annotations
 
@@ -185,6 +187,85 @@ def test_show_does_not_need_the_model_to_load(wrapped, capsys):
     shutil.rmtree(path / "variables")
     code, out, _ = _show(capsys, "--dir", path)
     assert code == 0 and "cluster_0: 42 HLO ops" in out
+
+
+def _set(manifest: dict, path: str, value) -> dict:
+    """``manifest`` with the field at dotted ``path`` (``kernels.k_a.so``; ``.0`` indexes a list) set."""
+    *parents, last = path.split(".")
+    node = manifest
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    node[int(last) if isinstance(node, list) else last] = value
+    return manifest
+
+
+KA = "kernels.k_aaaaaaaaaaaa"
+SD = "signatures.serving_default"
+
+
+@pytest.mark.parametrize("field, value, message", [
+    (None, "{not json", "tfxla_manifest.json is not valid JSON: "),
+    (None, b"\xff\xfe{}", "tfxla_manifest.json is not valid JSON: "),
+    (None, [], "is malformed: the manifest must be an object, not list"),
+    ("kernels", [], "is malformed: kernels must be an object, not list"),
+    (f"{KA}.so", 5, "is malformed: kernels['k_aaaaaaaaaaaa'].so must be a file name, not int"),
+    (f"{KA}.so", "../../../../../../etc/passwd", "kernels['k_aaaaaaaaaaaa'].so is not a plain file name inside "
+                                                 "assets/"),
+    (f"{KA}.c", "/etc/passwd", "kernels['k_aaaaaaaaaaaa'].c is not a plain file name inside assets/"),
+    (f"{KA}.hlo", "..", "kernels['k_aaaaaaaaaaaa'].hlo is not a plain file name inside assets/"),
+    (f"{KA}.so_sha256", 7, "kernels['k_aaaaaaaaaaaa'].so_sha256 must be a string, not int"),
+    (f"{KA}.batch_tile", True, "kernels['k_aaaaaaaaaaaa'].batch_tile must be an integer, not bool"),
+    (f"{SD}.clusters", "cluster_0", "signatures['serving_default'].clusters must be a list, not str"),
+    (f"{SD}.clusters.0.kernels", [1], "signatures['serving_default'].clusters[0].kernels[0] must be a string, "
+                                      "not int"),
+    (f"{SD}.clustering.nodes_total", "many", "signatures['serving_default'].clustering.nodes_total must be an "
+                                             "integer, not str"),
+    ("cpu_features", "avx2", "cpu_features must be a list, not str"),
+    ("signatures.serving_default", [], "signatures['serving_default'] must be an object, not list"),
+])
+def test_a_malformed_manifest_is_one_clear_line(wrapped, capsys, field, value, message):
+    path, manifest, *_ = wrapped
+    file = path / "assets" / "tfxla_manifest.json"
+    if field is None:
+        file.write_bytes(value if isinstance(value, bytes) else value.encode() if isinstance(value, str)
+                         else json.dumps(value).encode())
+    else:
+        file.write_text(json.dumps(_set(manifest, field, value)))
+    for fmt in ("text", "json"):
+        code, out, err = _show(capsys, "--dir", path, "--format", fmt)
+        assert (code, out) == (1, "") and err.startswith(f"tfxla show: --dir {path}: ") and message in err, err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and "/etc" not in err
+
+
+def test_links_out_of_the_model_directory_are_not_followed(wrapped, tmp_path, capsys):
+    path, manifest, *_ = wrapped
+    secret = tmp_path / "secret_outside.so"
+    secret.write_bytes(b"\x7fELF" + bytes(12345))
+    kernel = path / "assets" / "k_aaaaaaaaaaaa.so"
+    kernel.unlink()
+    kernel.symlink_to(secret)
+    code, out, err = _show(capsys, "--dir", path)
+    assert (code, out) == (1, "") and err == (f"tfxla show: --dir {path}: assets/k_aaaaaaaaaaaa.so leads outside the "
+                                              f"model directory (a link); not shown\n")
+    manifest_file = path / "assets" / "tfxla_manifest.json"
+    outside = tmp_path / "manifest_outside.json"
+    outside.write_text(manifest_file.read_text())
+    manifest_file.unlink()
+    manifest_file.symlink_to(outside)
+    code, out, err = _show(capsys, "--dir", path, "--format", "json")
+    assert (code, out) == (1, "") and "tfxla_manifest.json leads outside the model directory" in err
+    assert "outside.json" not in err and "secret" not in err
+
+
+@pytest.mark.skipif(not hasattr(pipeline, "render"), reason="needs graph_passes.pipeline.render")
+def test_a_clustering_summary_that_cannot_be_rendered_is_one_line(wrapped, capsys):
+    path, manifest, *_ = wrapped
+    (path / "assets" / "tfxla_manifest.json").write_text(json.dumps(_set(manifest, f"{SD}.clustering",
+                                                                         {"nodes_total": 3})))
+    code, out, err = _show(capsys, "--dir", path, "--clusters")
+    assert (code, out) == (1, "") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"tfxla show: --dir {path}: signature 'serving_default': assets/tfxla_manifest.json is "
+                          f"malformed: its clustering summary cannot be rendered (KeyError: ")
 
 
 @pytest.mark.slow

@@ -14,7 +14,9 @@
     opcode this way on size-0, size-1 and odd shapes.
 (c) A compile failure is a ``CompileError`` with the command, stderr and kept source.
 (d) The cache: a second compile is a hit without running the compiler, also in
-    a new process; a corrupted cached object is a ``KernelError``, not a crash.
+    a new process; a corrupted cached object is refused (``UnsafeCacheError`` at the hit, its hash
+    record does not match; ``KernelError`` when loaded), not a crash (tests/test_kernel_cache_trust.py
+    has the rest of the cache's trust checks).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from backends.cpu import CodegenUnsupported, CompileError, CompilerOptions, Kern
 from backends.cpu.codegen import generate
 from backends.cpu.compiler import compile_shared_object
 from backends.cpu.runtime import Kernel
+from backends.kernel_cache import UnsafeCacheError
 from hlo.ir import HloModule
 from tests.cpu_backend_util import (  # noqa: F401  (kernel_cache is a fixture)
     assert_matches, compile_text, gcc_supports_asan, kernel_cache, module, parse, random_args,
@@ -426,6 +429,10 @@ def test_corrupt_cached_object_is_a_kernel_error(tmp_path, keep) -> None:
     size = so.stat().st_size
     with open(so, "r+b") as f:
         f.truncate(size // 2 if keep == "half" else keep)
-    exe = compile_text(mod, tmp_path)  # a cache hit: the damaged file is loaded on first use
-    with pytest.raises(KernelError, match=f"cannot load kernel {so}"):
-        exe.kernel
+    with pytest.raises(UnsafeCacheError, match=f"kernel cache entry {so} has sha256 .* refusing to use it"):
+        compile_text(mod, tmp_path)  # the hit is checked against its record
+    with pytest.raises(KernelError, match=f"cannot load kernel {so}: .* changed after it was built"):
+        Kernel(so)  # and so is every load
+    Path(f"{so}.sha256").unlink()  # no record: the ELF check still stands before dlopen
+    with pytest.raises(KernelError, match=f"cannot load kernel {so}: {so}: (not a 64-bit|truncated) "):
+        Kernel(so)

@@ -8,8 +8,10 @@
 * Errors: wrong dtype, rank, dims or input count, a hash mismatch (the file is never dlopen'ed),
   a missing file; each a TF error naming the input or the file, and the kernel is not called.
 * In a fresh process (so a crash cannot take pytest down): ``import tfxla_plugin`` registers the
-  op, truncated/empty/garbage .so files give clear errors, and a SavedModel whose kernel path is
-  an Asset loads from a moved directory.
+  op, truncated/empty/garbage .so files, /dev/zero and FIFOs (as kernels or C sources) give clear
+  errors at once, and a SavedModel whose kernel path is an Asset loads from a moved directory.
+
+tests/test_launch_op_trust.py has the op's trust checks (what it loads, rebuilt kernels, its own cache).
 """
 
 from __future__ import annotations
@@ -429,10 +431,11 @@ from tensorflow.python.framework import op_def_registry
 print(json.dumps({"registered": [op_def_registry.get("TfxlaLaunch") is not None, ""]}), flush=True)
 cases, saved = json.loads(sys.argv[1]), sys.argv[2]
 op = tfxla_plugin._op.load_op_library()
-for name, path in cases.items():
+for name, case in cases.items():
+    kw = case if isinstance(case, dict) else {"kernel_path": case}
     try:
-        r = op.tfxla_launch(kernel_path=path, args=[tf.constant(1.0)], Tout=[tf.float32], output_shapes=[[]],
-                            cluster="c", kernel_hash="")
+        r = op.tfxla_launch(args=[tf.constant(1.0)], Tout=[tf.float32], output_shapes=[[]], cluster="c",
+                            kernel_hash="", **kw)
         result = ["ok", str(r[0].numpy())]
     except tf.errors.OpError as e:
         result = [type(e).__name__, e.message]
@@ -457,6 +460,19 @@ def child(op, kernels, tmp_path_factory):
     cases = {n: str(tmp / f"{n}.so") for n in damaged}
     cases["directory"] = str(tmp)
     cases["good"] = str(good)
+    # Hostile files, last (each used to abort or hang the process): /dev/zero and FIFOs as kernels and
+    # as the C source a kernel would be rebuilt from.
+    os.mkfifo(tmp / "fifo.so")
+    (tmp / "fifo_source.so").write_bytes(b"garbage")
+    os.mkfifo(tmp / "fifo_source.c")
+    (tmp / "zero_source.so").write_bytes(b"garbage")
+    (tmp / "zero_source.c").symlink_to("/dev/zero")
+    rebuild = {"kernel_hashes": ["0" * 64], "source_hashes": ["0" * 64]}
+    cases.update({"dev_zero": "/dev/zero", "fifo": str(tmp / "fifo.so"),
+                  "dev_zero_rebuild": {"kernel_path": "/dev/zero", **rebuild},
+                  "fifo_rebuild": {"kernel_path": str(tmp / "fifo.so"), **rebuild},
+                  "fifo_source": {"kernel_path": str(tmp / "fifo_source.so"), **rebuild},
+                  "zero_source": {"kernel_path": str(tmp / "zero_source.so"), **rebuild}})
 
     # A SavedModel whose kernel is an Asset; the kernel's original file is gone and the directory moved.
     kernel_copy = tmp / "kernel_copy.so"
@@ -478,8 +494,12 @@ def child(op, kernels, tmp_path_factory):
     os.rename(tmp / "saved", tmp / "moved")
 
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cases), str(tmp / "moved")], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+    try:
+        proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cases), str(tmp / "moved")], cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=240)
+    except subprocess.TimeoutExpired as e:  # a hang: what it printed before still counts
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout or ""
+        proc = subprocess.CompletedProcess(e.cmd, "timeout", out, "timed out after 240 s")
     results = {}
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
@@ -505,6 +525,23 @@ def test_damaged_kernel_file_is_a_clear_error(child, name):
     assert name in message or "child" in message  # names the file
     if name != "directory":
         assert f"cannot load tfxla kernel '" in message and f"{name}.so'" in message
+
+
+@pytest.mark.parametrize("name, error, message", [
+    ("dev_zero", "InvalidArgumentError", "tfxla kernel file '/dev/zero' is not a regular file (it is a character "
+                                         "device)"),
+    ("fifo", "InvalidArgumentError", "fifo.so' is not a regular file (it is a FIFO)"),
+    ("dev_zero_rebuild", "InvalidArgumentError", "tfxla kernel '/dev/zero' cannot be read (tfxla kernel file "
+                                                 "'/dev/zero' is not a regular file (it is a character device))"),
+    ("fifo_rebuild", "NotFoundError", "fifo.so' is not a regular file (it is a FIFO)), and its C source"),
+    ("fifo_source", "NotFoundError", "fifo_source.c' is not a regular file (it is a FIFO)"),
+    ("zero_source", "NotFoundError", "zero_source.c' is not a regular file (it is a character device)"),
+])
+def test_dev_zero_and_fifos_are_refused_at_once(child, name, error, message):
+    kind, text = _child_result(child, name)
+    assert kind == error and message in text, (kind, text)
+    if name.endswith("_source"):
+        assert "its C source (.c, or .cu for CUDA) cannot be read: tfxla kernel source '" in text
 
 
 def test_good_kernel_after_damaged_ones_and_saved_model_from_moved_dir(child):

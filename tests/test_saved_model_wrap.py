@@ -3,7 +3,8 @@
 Small Keras models are saved both ways (``tf.saved_model.save`` and ``model.export``), wrapped,
 moved, and loaded again (in this process and in a fresh one); outputs are compared against the
 original model for batch sizes 1, 3 and 8 from one set of kernels. Tampering with a stored kernel
-makes the op rebuild it from its C source, and tampering with both is refused.
+makes the op rebuild it from its C source, and tampering with both is refused, as is an object planted
+in the kernel cache where a rebuilt one was.
 """
 
 from __future__ import annotations
@@ -157,6 +158,30 @@ def test_tampered_kernel_and_source_are_refused(wrapped, tmp_path) -> None:
     sig = _signature(copy)
     with pytest.raises(tf.errors.DataLossError, match="C source .* refusing to load or rebuild"):
         _call(sig, _inputs(3))
+
+
+@pytest.mark.slow
+def test_a_planted_object_in_the_kernel_cache_is_refused(wrapped, tmp_path, monkeypatch) -> None:
+    """The op rebuilds a tampered kernel into the cache; an object then planted at that cache key (its hash
+    record left as it was) is refused by name the next time the model is loaded, not run."""
+    _, src, dst, _ = wrapped["saved_model"]
+    copy, cache = tmp_path / "tampered", tmp_path / "cache"
+    shutil.copytree(dst, copy)
+    kernels = saved_model.read_manifest(copy)["kernels"].values()
+    for k in kernels:
+        _flip_byte(copy / "assets" / k["so"])
+    planted = (copy / "assets" / next(iter(kernels))["so"]).read_bytes()  # a valid object, not the one built
+    monkeypatch.setenv("TFXLA_CACHE_DIR", str(cache))  # the rebuild helper's cache
+    np.testing.assert_allclose(list(_call(_signature(copy), _inputs(3)).values())[0],
+                               list(_call(_signature(src), _inputs(3)).values())[0], **TOL)
+    rebuilt = sorted(cache.rglob("*.so"))
+    assert rebuilt and all(Path(f"{so}.sha256").is_file() for so in rebuilt)
+    for so in rebuilt:
+        so.write_bytes(planted)
+    with pytest.raises(tf.errors.InternalError, match=r"kernel cache entry .*\.so has sha256 .* it changed after it "
+                                                      r"was built, refusing to use it") as e:
+        _call(_signature(copy), _inputs(3))
+    assert any(str(so) in e.value.message for so in rebuilt)
 
 
 def test_missing_cpu_features_rebuild(tmp_path, monkeypatch, capfd) -> None:

@@ -8,7 +8,15 @@ function calls the op), loading the library once per process from the first of:
    flags, and the sha256 of the sources shipped beside it;
 2. ``<cache>/tfxla_plugin/ops/<tf-version>/tfxla_launch_<key>.so`` (``<cache>`` is
    ``$XDG_CACHE_HOME`` or ``~/.cache``; ``key`` hashes the sources and the full command), built on
-   first use under a file lock and written atomically, so concurrent processes build it once.
+   first use under a file lock and written atomically, so concurrent processes build it once. The
+   directories are created 0700 and the files 0600; a directory others can write is refused
+   (``backends.kernel_cache.UnsafeCacheError``).
+
+Either library is used only if its bytes are a complete ELF object whose sha256 its sidecar records
+(``"sha256"``, written by ``build``); a cached one that is not (truncated, damaged: ``dlopen`` of a
+truncated object dies of SIGBUS) is rebuilt, with one line on stderr. The checked bytes are the bytes
+loaded: they are copied into a sealed memfd and ``tf.load_op_library`` loads ``/proc/self/fd/N`` of it
+(``backends.shared_object``), so the file cannot change between the check and the load.
 
 A failed build raises ``OpBuildError`` carrying the compiler command and its stderr. This module
 imports only the standard library at import time, so ``setup.py`` can load it by path and call
@@ -23,6 +31,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -37,6 +46,7 @@ BASE_FLAGS = ("-std=c++17", "-shared", "-fPIC", "-O2")
 _lock = threading.Lock()
 _module: ModuleType | None = None
 _failure: BaseException | None = None
+_library_fds: list[int] = []  # the sealed copies loaded: open for good (TF and glibc know them by name)
 
 
 class OpBuildError(RuntimeError):
@@ -71,8 +81,10 @@ def source_digest(directory: Path = SOURCE.parent) -> str:
     return h.hexdigest()
 
 
-def build(output: str | os.PathLike, info: dict | None = None, source: Path = SOURCE) -> Path:
-    """Compile the op library to ``output`` (atomically) and write its sidecar; returns the path."""
+def build(output: str | os.PathLike, info: dict | None = None, source: Path = SOURCE, *,
+          private: bool = False) -> Path:
+    """Compile the op library to ``output`` (atomically) and write its sidecar (with the library's
+    sha256); returns the path. ``private``: files 0600 (the user cache), else 0755/0644 (a package)."""
     info = info or tf_build_info()
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -87,10 +99,12 @@ def build(output: str | os.PathLike, info: dict | None = None, source: Path = SO
         if proc.returncode != 0:
             raise OpBuildError(f"building the TfxlaLaunch op library failed (exit {proc.returncode})",
                                cmd, proc.stderr)
-        os.chmod(tmp, 0o755)
+        os.chmod(tmp, 0o600 if private else 0o755)
         sidecar = {**info, "source_sha256": source_digest(source.parent),
-                   "command": build_command(output, info, source)}
-        _atomic_write(output.with_suffix(".json"), json.dumps(sidecar, indent=1).encode())
+                   "command": build_command(output, info, source),
+                   "sha256": hashlib.sha256(Path(tmp).read_bytes()).hexdigest()}
+        _atomic_write(output.with_suffix(".json"), json.dumps(sidecar, indent=1).encode(),
+                      0o600 if private else 0o644)
         os.replace(tmp, output)
     finally:
         if os.path.exists(tmp):
@@ -98,11 +112,11 @@ def build(output: str | os.PathLike, info: dict | None = None, source: Path = SO
     return output
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, data: bytes, mode: int) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
-    os.chmod(tmp, 0o644)
+    os.chmod(tmp, mode)
     os.replace(tmp, path)
 
 
@@ -119,25 +133,66 @@ def packaged_library(info: dict) -> Path | None:
     return so if same_tf and built.get("source_sha256") == source_digest() else None
 
 
+def cache_base() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"))
+
+
 def cache_dir(tf_version: str) -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tfxla_plugin" / "ops" / tf_version
+    return cache_base() / "tfxla_plugin" / "ops" / tf_version
 
 
-def cached_library(info: dict) -> Path:
-    """The user-cache library for this TF and source, built (under a file lock) if missing."""
+def cache_path(info: dict) -> Path:
+    """Where the user cache keeps the library for this TF and source (its directory made private here)."""
+    from backends.kernel_cache import private_dir
+
     key_cmd = shlex.join(build_command("OUTPUT.so", info, Path("SOURCE.cc")))
     key = hashlib.sha256(f"{source_digest()}\0{key_cmd}".encode()).hexdigest()[:16]
-    directory = cache_dir(info["tf_version"])
-    directory.mkdir(parents=True, exist_ok=True)
-    so = directory / f"tfxla_launch_{key}.so"
-    if so.exists():
-        return so
-    with open(directory / f"tfxla_launch_{key}.lock", "w") as lock:
+    directory = private_dir(cache_dir(info["tf_version"]), "op library cache directory", top=cache_base())
+    return directory / f"tfxla_launch_{key}.so"
+
+
+def library_bytes(so: Path) -> tuple[bytes | None, str]:
+    """The bytes of the op library ``so`` when they are a complete ELF object whose sha256 its sidecar
+    records, else ``(None, why)``."""
+    from backends.shared_object import LoadError, elf_problem, read_regular_file
+
+    sidecar = so.with_suffix(".json")
+    try:
+        recorded = json.loads(sidecar.read_text()).get("sha256")
+        data = read_regular_file(so)
+    except (OSError, ValueError, AttributeError, LoadError) as e:
+        return None, f"{e}" if isinstance(e, LoadError) else f"its sidecar {sidecar} cannot be read ({e})"
+    problem = elf_problem(data)
+    if problem:
+        return None, problem
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != recorded:
+        return None, f"its sha256 is {digest}, but its sidecar records {recorded}"
+    return data, ""
+
+
+def cached_library(info: dict) -> tuple[Path, bytes]:
+    """The user-cache library for this TF and source and its checked bytes, built (under a file lock)
+    if it is missing or does not check out."""
+    so = cache_path(info)
+    data, why = library_bytes(so)
+    if data is not None:
+        return so, data
+    lock = os.open(so.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not so.exists():  # another process may have built it while we waited
-            build(so, info)
-    return so
+        data, why = library_bytes(so)  # another process may have built it while we waited
+        if data is None:
+            if so.exists():
+                print(f"tfxla: the cached TfxlaLaunch op library {so} is unusable ({why}); rebuilding it",
+                      file=sys.stderr)
+            build(so, info, private=True)
+            data, why = library_bytes(so)
+            if data is None:
+                raise OpBuildError(f"the TfxlaLaunch op library just built at {so} is unusable: {why}", [], "")
+    finally:
+        os.close(lock)  # releases the flock
+    return so, data
 
 
 def load_op_library() -> ModuleType:
@@ -161,18 +216,30 @@ def _load() -> ModuleType:
 
     info = tf_build_info()
     packaged = packaged_library(info)
-    if packaged is not None:
+    data = library_bytes(packaged)[0] if packaged is not None else None
+    if data is not None:
         try:
-            return tf.load_op_library(str(packaged))
+            return _load_bytes(packaged, data)
         except tf.errors.OpError:
             pass  # e.g. a TF build with the same version string but other symbols: use the cache
-    so = cached_library(info)
+    so, data = cached_library(info)
     try:
-        return tf.load_op_library(str(so))
+        return _load_bytes(so, data)
     except tf.errors.NotFoundError:
-        # A damaged cache entry (dlopen failed, nothing was registered): rebuild it once.
+        # dlopen failed on a complete, recorded object (e.g. TF's symbols changed): rebuild it once.
         so.unlink(missing_ok=True)
-        return tf.load_op_library(str(cached_library(info)))
+        return _load_bytes(*cached_library(info))
+
+
+def _load_bytes(so: Path, data: bytes) -> ModuleType:
+    """``tf.load_op_library`` of ``data`` (the checked bytes of ``so``) through a sealed memfd."""
+    import tensorflow as tf
+
+    from backends.shared_object import sealed_copy
+
+    fd = sealed_copy(data, so.name)
+    _library_fds.append(fd)  # never closed: a reused fd number would name the loaded library to dlopen and TF
+    return tf.load_op_library(f"/proc/self/fd/{fd}")
 
 
 __all__ = ["OpBuildError", "build", "build_command", "load_op_library", "tf_build_info"]

@@ -8,7 +8,8 @@ SavedModel wrapping are the same for all of them. A row says:
   (the CUDA backend needs nvcc; running needs a GPU, which the kernel's ``tfxla_init`` reports);
 * ``build(module, cache_dir)``: compile into the kernel cache, returning a ``BuiltKernel``;
 * ``source_suffix``: how the kernel's stored source is named (a dump, a wrapped SavedModel's asset), and
-  ``rebuild(path, cache_dir)`` compiles such a stored source again (``tfxla_plugin.rebuild_kernel``);
+  ``rebuild(path, text, cache_dir)`` compiles such a stored source (``text``, read from ``path``) again
+  (``tfxla_plugin.rebuild_kernel``);
 * ``op_rebuilds``: whether the launch op itself rebuilds an unusable kernel from the source beside it
   (``<kernel>.c`` or ``<kernel>.cu``, through ``tfxla_plugin.rebuild_kernel``); a wrapped model then
   records the source hashes, otherwise none, and the op refuses a kernel whose hash changed;
@@ -49,7 +50,7 @@ class KernelBackend:
     source_suffix: str
     check: Callable[[], None]
     build: Callable[[HloModule, "str | None"], BuiltKernel]
-    rebuild: Callable[[str, "str | None"], Path]
+    rebuild: Callable[[str, str, "str | None"], Path]
     op_rebuilds: bool
     target_features: Callable[[], tuple[str, ...]]
 
@@ -84,10 +85,9 @@ def _cpu_build(module: HloModule, cache_dir: str | None) -> BuiltKernel:
                        exe.generated.buffer_assignment, exe)
 
 
-def _cpu_rebuild(source_path: str, cache_dir: str | None) -> Path:
+def _cpu_rebuild(source_path: str, source: str, cache_dir: str | None) -> Path:
     from backends.cpu.compiler import compile_shared_object
 
-    source = Path(source_path).read_text()
     return compile_shared_object(source, cpu_rebuild_options(source), cache_dir, name=Path(source_path).stem).path
 
 
@@ -116,10 +116,10 @@ def _cuda_build(module: HloModule, cache_dir: str | None) -> BuiltKernel:
                        assignment, compiled)
 
 
-def _cuda_rebuild(source_path: str, cache_dir: str | None) -> Path:
+def _cuda_rebuild(source_path: str, source: str, cache_dir: str | None) -> Path:
     from backends.cuda.host_launcher import build_launcher
 
-    return build_launcher(Path(source_path).read_text(), cache_dir=cache_dir, name=Path(source_path).stem).path
+    return build_launcher(source, cache_dir=cache_dir, name=Path(source_path).stem).path
 
 
 BACKENDS: dict[str, KernelBackend] = {

@@ -29,17 +29,18 @@ class Executable:
     """A compiled module. The shared object is loaded into this process on first call only, so code
     that hands the kernel to the TfxlaLaunch op never maps it twice."""
 
-    def __init__(self, module: HloModule, generated: GeneratedKernel, path, cache_hit: bool):
+    def __init__(self, module: HloModule, generated: GeneratedKernel, path, cache_hit: bool, sha256: str = ""):
         self.module = module
         self.generated = generated
         self.path = path
         self.cache_hit = cache_hit
+        self.sha256 = sha256  # of the shared object: what loading it checks
         self._kernel: Kernel | None = None
 
     @property
     def kernel(self) -> Kernel:
         if self._kernel is None:
-            self._kernel = Kernel(self.path)
+            self._kernel = Kernel(self.path, self.sha256 or None)
         return self._kernel
 
     @property
@@ -67,7 +68,7 @@ def compile(module: HloModule, options: CompileOptions | None = None) -> Executa
     generated = generate(module, options.codegen)
     compiler = compiler_options_for(generated, options.compiler)
     compiled = compile_shared_object(generated.source, compiler, options.cache_dir, name=module.name)
-    return Executable(module, generated, compiled.path, compiled.cache_hit)
+    return Executable(module, generated, compiled.path, compiled.cache_hit, compiled.sha256)
 
 
 __all__ = ["compile", "Executable", "CompileOptions", "CodegenOptions", "CompilerOptions", "CompileError",

@@ -93,6 +93,7 @@ class CompiledKernel:
     key: str
     cache_hit: bool
     command: tuple[str, ...]
+    sha256: str = ""  # of the shared object (its cache record)
 
 
 def compile_shared_object(source: str, options: CompilerOptions | None = None,
@@ -101,5 +102,5 @@ def compile_shared_object(source: str, options: CompilerOptions | None = None,
     options = options or CompilerOptions()
     built = build_cached(source, cache_key(source, options), options.command, cache_dir=cache_dir, name=name,
                          source_suffix=".c", output_suffix=".so", tool="C compiler")
-    return CompiledKernel(built.path, built.source_path, built.key, built.cache_hit, built.command)
+    return CompiledKernel(built.path, built.source_path, built.key, built.cache_hit, built.command, built.sha256)
 

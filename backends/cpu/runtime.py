@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import ctypes
 import json
-import struct
 from pathlib import Path
 
 import numpy as np
 
 from backends.codegen.abi import STATUS_INVALID_ARGUMENT
+from backends.shared_object import LoadError, load_library, read_record
 from hlo.dtypes import PrimitiveType
 
 _ERR_LEN = 1024
@@ -25,17 +25,18 @@ class KernelInvalidArgument(KernelError, ValueError):
 
 
 class Kernel:
-    """A loaded shared object with its signature; ``run`` calls it on NumPy arrays."""
+    """A loaded shared object with its signature; ``run`` calls it on NumPy arrays.
 
-    def __init__(self, path: str | Path):
+    The object loaded is the bytes of ``path`` as read once and checked (``backends.shared_object``):
+    a complete ELF file whose sha256 is ``sha256``, or, when that is not given, the one its kernel
+    cache record (``<path>.sha256``) holds, if it has one."""
+
+    def __init__(self, path: str | Path, sha256: str | None = None):
         self.path = Path(path)
-        problem = elf_problem(self.path)  # dlopen of a truncated object can die of SIGBUS: check first
-        if problem:
-            raise KernelError(f"cannot load kernel {self.path}: {problem} (a corrupt cache entry: delete it)")
         try:
-            self.lib = ctypes.CDLL(str(self.path))
-        except OSError as e:
-            raise KernelError(f"cannot load kernel {self.path}: {e}") from e
+            self.lib = load_library(self.path, sha256 if sha256 is not None else read_record(self.path))
+        except LoadError as e:
+            raise KernelError(f"cannot load kernel {self.path}: {e}") from None
         for sym in ("tfxla_abi_version", "tfxla_signature", "tfxla_run", "tfxla_init", "tfxla_teardown"):
             if not hasattr(self.lib, sym):
                 raise KernelError(f"{self.path} is not a tfxla kernel: missing symbol {sym}")
@@ -92,31 +93,6 @@ class Kernel:
             raise (KernelInvalidArgument if status == STATUS_INVALID_ARGUMENT else KernelError)(message)
         return [o if order is None else np.ascontiguousarray(np.transpose(o, np.argsort(order)))
                 for o, order in zip(outs, self._out_order)]
-
-
-def elf_problem(path: Path) -> str | None:
-    """Why ``path`` is not a complete 64-bit little-endian ELF object, or None: the header, the program
-    headers, every segment's file bytes and the section headers must all lie inside the file."""
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            head = f.read(64)
-            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
-                return f"not a 64-bit little-endian ELF file ({size} bytes)"
-            phoff, shoff = struct.unpack_from("<QQ", head, 32)
-            phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", head, 54)
-            if phoff + phnum * phentsize > size or shoff + shnum * shentsize > size:
-                return f"truncated ELF file ({size} bytes): its header tables run past the end"
-            f.seek(phoff)
-            table = f.read(phnum * phentsize)
-    except OSError as e:
-        return str(e)
-    for k in range(phnum):
-        offset, filesz = struct.unpack_from("<Q", table, k * phentsize + 8)[0], \
-            struct.unpack_from("<Q", table, k * phentsize + 32)[0]
-        if offset + filesz > size:
-            return f"truncated ELF file ({size} bytes): segment {k} needs {offset + filesz}"
-    return None
 
 
 def _physical_order(entry: dict) -> list[int] | None:

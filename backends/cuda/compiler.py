@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.kernel_cache import CompileError, build_cached
+from backends.shared_object import LoadError, read_regular_file
 
 
 @functools.lru_cache(maxsize=None)
@@ -129,9 +130,15 @@ class CompiledFatbin:
     cache_hit: bool
     command: tuple[str, ...]
     stderr: str = ""  # nvcc's diagnostics of the compile that produced it ("" on a hit)
+    sha256: str = ""  # of the fatbin, as its cache record says
 
     def read(self) -> bytes:
-        return self.path.read_bytes()
+        """The fatbin's bytes, read once; they must have the recorded sha256."""
+        data = read_regular_file(self.path)
+        if self.sha256 and hashlib.sha256(data).hexdigest() != self.sha256:
+            raise LoadError(f"{self.path} has sha256 {hashlib.sha256(data).hexdigest()}, but {self.sha256} was "
+                            f"recorded for it: it changed after it was built, refusing to load it")
+        return data
 
 
 def compile_fatbin(source: str, options: NvccOptions | None = None, cache_dir: str | os.PathLike | None = None,
@@ -140,7 +147,8 @@ def compile_fatbin(source: str, options: NvccOptions | None = None, cache_dir: s
     options = options or NvccOptions()
     built = build_cached(source, cache_key(source, options), options.command, cache_dir=cache_dir, name=name,
                          source_suffix=".cu", output_suffix=".fatbin", tool="nvcc")
-    return CompiledFatbin(built.path, built.source_path, built.key, built.cache_hit, built.command, built.stderr)
+    return CompiledFatbin(built.path, built.source_path, built.key, built.cache_hit, built.command, built.stderr,
+                          built.sha256)
 
 
 def batch_source(sources: list[str]) -> str:

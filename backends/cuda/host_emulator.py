@@ -34,6 +34,7 @@ import numpy as np
 from backends.cpu.compiler import CompilerOptions, compile_shared_object
 from backends.cuda.codegen import GeneratedModule
 from backends.cuda.compiler import batch_source
+from backends.shared_object import load_library
 
 CUDA_INCLUDE = os.environ.get("TFXLA_CUDA_INCLUDE", "/usr/local/cuda/include")
 
@@ -194,7 +195,7 @@ class HostLibrary:
     def __init__(self, modules: list[GeneratedModule], cache_dir: str | None = None):
         self.modules = modules
         compiled = compile_shared_object(host_source(modules), host_compiler_options(), cache_dir, name="emu")
-        self.lib = ctypes.CDLL(str(compiled.path))
+        self.lib = load_library(compiled.path, compiled.sha256)
 
     def device(self, j: int) -> "HostDevice":
         return HostDevice(self, j)

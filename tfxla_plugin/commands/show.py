@@ -127,25 +127,103 @@ def select(signatures: dict, name: str | None, path="") -> dict:
 
 
 def read_manifest(path) -> dict | None:
-    """The manifest of a model wrapped by tfxla-plugin, or None (a plain SavedModel)."""
+    """The checked manifest of a model wrapped by tfxla-plugin (``check_manifest``), or None (a plain
+    SavedModel). Anything wrong with it is a ``SavedModelError`` of one line."""
+    file = Path(path) / MANIFEST
+    if not file.is_file():
+        return None
+    inside(path, file, MANIFEST)
     try:
-        from tfxla_plugin.saved_model import read_manifest as read
-    except ImportError:  # TensorFlow missing: read the file directly
-        def read(directory):
-            file = Path(directory) / MANIFEST
-            return json.loads(file.read_text()) if file.is_file() else None
-    try:
-        return read(path)
-    except ValueError as e:
+        manifest = json.loads(file.read_text())
+    except (OSError, ValueError) as e:  # ValueError: also bytes that are not UTF-8
         raise SavedModelError(f"--dir {path}: {MANIFEST} is not valid JSON: {e}") from None
+    check_manifest(manifest, path)
+    return manifest
+
+
+def inside(path, file: Path, name: str) -> None:
+    """Refuses ``file`` (``name`` in messages) when it resolves outside the model directory ``path``."""
+    root = Path(path).resolve()
+    if root not in file.resolve().parents:
+        raise SavedModelError(f"--dir {path}: {name} leads outside the model directory (a link); not shown")
+
+
+# --- checking the manifest ----------------------------------------------------------------------
+# The shape of a manifest (tfxla_plugin/saved_model.py writes it), one table per object; a missing
+# or null field is allowed. ``tfxla show`` reads nothing a manifest names outside ``assets/``.
+
+@dataclass(frozen=True)
+class ListOf:
+    kind: object
+
+
+@dataclass(frozen=True)
+class MapOf:
+    kind: object
+
+
+class FileName:
+    """A plain file name inside ``assets/``: no ``/``, not ``..``, not absolute."""
+
+
+_CLUSTERING = {"nodes_clustered": int, "nodes_total": int, "percent_clustered": (int, float)}
+_CLUSTER = {"name": str, "hlo_ops": int, "batch_polymorphic": bool, "note": str, "kernels": ListOf(str)}
+_SIGNATURE = {"clustering": _CLUSTERING, "batch_tiles": ListOf(int), "clusters": ListOf(_CLUSTER),
+              "inputs": dict, "outputs": dict}
+_KERNEL = {"signature": str, "cluster": str, "batch_tile": int, "compile_seconds": (int, float),
+           "so": FileName, "c": FileName, "cu": FileName, "hlo": FileName,
+           "so_sha256": str, "c_sha256": str, "cu_sha256": str}
+_MANIFEST = {"format": str, "tfxla_version": str, "tf_version": str, "backend": str, "source": str, "frozen": bool,
+             "jit_compile": (bool, str), "cpu_features": ListOf(str), "signatures": MapOf(_SIGNATURE),
+             "kernels": MapOf(_KERNEL)}
+_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "an object"}
+
+
+def check_manifest(manifest, path="") -> None:
+    """Raises ``SavedModelError`` naming the first field of ``manifest`` that does not fit ``_MANIFEST``."""
+    _check(manifest, _MANIFEST, "the manifest", path)
+
+
+def _check(value, kind, where: str, path) -> None:
+    def bad(expected: str):
+        got = "null" if value is None else type(value).__name__
+        raise SavedModelError(f"--dir {path}: {MANIFEST} is malformed: {where} must be {expected}, not {got}")
+
+    if kind is FileName:
+        if not isinstance(value, str):
+            bad("a file name")
+        if value in ("", ".", "..") or "/" in value or "\0" in value:
+            raise SavedModelError(f"--dir {path}: {MANIFEST} is malformed: {where} is not a plain file name inside "
+                                  f"assets/ (it is empty, '..', or has a '/')")
+    elif isinstance(kind, dict):
+        if not isinstance(value, dict):
+            bad("an object")
+        for key, sub in kind.items():
+            if value.get(key) is not None:
+                _check(value[key], sub, f"{where}.{key}" if where != "the manifest" else key, path)
+    elif isinstance(kind, (ListOf, MapOf)):
+        container = list if isinstance(kind, ListOf) else dict
+        if not isinstance(value, container):
+            bad("a list" if container is list else "an object")
+        items = enumerate(value) if container is list else value.items()
+        for key, item in items:
+            _check(item, kind.kind, f"{where}[{key!r}]" if container is dict else f"{where}[{key}]", path)
+    else:
+        types = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+            bad(" or ".join(_NAMES[t] for t in types))
 
 
 # --- the wrapped part ---------------------------------------------------------------------------
 
-def _file_info(assets: Path, name: str | None, sha: str | None) -> dict:
+def _file_info(path, assets: Path, name: str | None, sha: str | None) -> dict:
+    """Facts about asset ``name`` (a plain file name: ``check_manifest``); one that is a link out of the
+    model directory is refused."""
     if not name:
         return {"file": None, "bytes": None, "sha256": sha}
     file = assets / name
+    if file.is_symlink():
+        inside(path, file, f"assets/{name}")
     return {"file": name, "bytes": file.stat().st_size if file.is_file() else None, "sha256": sha}
 
 
@@ -170,9 +248,10 @@ def wrapped_json(path, manifest: dict, signatures: list[str]) -> dict:
             continue
         out_kernels[key] = {"signature": k.get("signature"), "cluster": k.get("cluster"),
                             "batch_tile": k.get("batch_tile"), "compile_seconds": k.get("compile_seconds"),
-                            "so": _file_info(assets, k.get("so"), k.get("so_sha256")),
-                            **{key: _file_info(assets, k.get(key), k.get(f"{key}_sha256")) for key in _source_keys(k)},
-                            "hlo": _file_info(assets, k.get("hlo"), None)}
+                            "so": _file_info(path, assets, k.get("so"), k.get("so_sha256")),
+                            **{key: _file_info(path, assets, k.get(key), k.get(f"{key}_sha256"))
+                               for key in _source_keys(k)},
+                            "hlo": _file_info(path, assets, k.get("hlo"), None)}
     header = {k: manifest.get(k) for k in ("format", "tfxla_version", "tf_version", "backend", "source", "frozen",
                                            "jit_compile", "cpu_features")}
     return {**header, "signatures": out_signatures, "kernels": out_kernels}
@@ -225,7 +304,7 @@ def wrapped_text(data: dict) -> list[str]:
 
 # --- the clustering summary ---------------------------------------------------------------------
 
-def render_clustering(clustering: dict) -> str:
+def render_clustering(clustering: dict, where: str = "") -> str:
     """A stored ``summary_json`` dict, rendered as ``graph_passes.pipeline.summary`` renders a result."""
     from graph_passes import pipeline
 
@@ -233,7 +312,11 @@ def render_clustering(clustering: dict) -> str:
     if render is None:  # until graph_passes.pipeline.render(summary_json dict) lands
         return "clustering summary (raw; graph_passes.pipeline.render is not available):\n" + \
             json.dumps(clustering, indent=2)
-    return render(clustering)
+    try:
+        return render(clustering)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        raise SavedModelError(f"{where}{MANIFEST} is malformed: its clustering summary cannot be rendered "
+                              f"({type(e).__name__}: {_first_line(e)})") from None
 
 
 def analyze_plain(path, tag_set: str, name: str, signature: SignatureInfo, fmt: str):
@@ -296,7 +379,8 @@ def show(args: argparse.Namespace) -> int:
             stored = (manifest or {}).get("signatures", {}).get(name, {}).get("clustering")
             if manifest is not None:
                 clusters[name] = stored if args.format == "json" else (
-                    render_clustering(stored) if stored else "no clustering summary stored for this signature")
+                    render_clustering(stored, f"--dir {path}: signature {name!r}: ") if stored
+                    else "no clustering summary stored for this signature")
             else:
                 clusters[name] = analyze_plain(path, args.tag_set, name, sig, args.format)
     if args.format == "json":

@@ -1,12 +1,12 @@
 // Loading kernels for the TfxlaLaunch op (included by tfxla_launch.cc only, hence the unnamed
-// namespace): reading and checking a kernel file (ELF header, sha256), parsing its signature,
-// dlopen + tfxla_init, and the process-wide KernelTable that keeps every loaded kernel until exit.
+// namespace): a kernel file is read once and checked (sha256, ELF; kernel_file.h), those bytes are
+// loaded (a sealed memfd, dlopen + tfxla_init), its signature parsed, and the process-wide
+// KernelTable keeps every loaded kernel until exit.
 #ifndef TFXLA_OPS_KERNEL_TABLE_H_
 #define TFXLA_OPS_KERNEL_TABLE_H_
 
 #include <dlfcn.h>
-#include <elf.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -23,7 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "json_reader.h"
-#include "sha256.h"
+#include "kernel_file.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -42,73 +42,9 @@ using ::tensorflow::PartialTensorShape;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 
-// Status constructors taking StrCat pieces (TF's errors::X variadics are deprecated).
-#define TFXLA_STATUS(Name)                           \
-  template <typename... Args>                        \
-  absl::Status Name(const Args&... args) {           \
-    return absl::Name##Error(absl::StrCat(args...)); \
-  }
-TFXLA_STATUS(InvalidArgument)
-TFXLA_STATUS(NotFound)
-TFXLA_STATUS(DataLoss)
-TFXLA_STATUS(Internal)
-TFXLA_STATUS(FailedPrecondition)
-TFXLA_STATUS(Unimplemented)
-#undef TFXLA_STATUS
-
 constexpr int kAbiVersion = 1;
 constexpr size_t kErrLen = 1024;
 constexpr int64_t kScratchAlign = 64;
-
-// ---------------------------------------------------------------------------------------------
-// Reading and checking a kernel file.
-
-absl::Status ReadFile(const std::string& path, std::string* data) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return NotFound("cannot open tfxla kernel file '", path, "': ", std::strerror(errno));
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) data->append(buf, n);
-  bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) return DataLoss("error reading tfxla kernel file '", path, "'");
-  return absl::OkStatus();
-}
-
-// dlopen maps segments past the end of a truncated file and the process dies of SIGBUS when the
-// loader touches them, so check that the ELF header, the program headers and every segment lie
-// inside the file first. Other defects (wrong class or machine) are left to dlopen's own errors.
-absl::Status CheckElf(const std::string& path, const std::string& data) {
-  auto corrupt = [&](auto... why) {
-    return InvalidArgument("cannot load tfxla kernel '", path, "': not a valid shared object (", why...,
-                           "; the file has ", data.size(), " bytes)");
-  };
-  if (data.size() < EI_NIDENT || std::memcmp(data.data(), ELFMAG, SELFMAG) != 0)
-    return corrupt("no ELF header");
-  if (data[EI_CLASS] != ELFCLASS64) return absl::OkStatus();
-  if (data.size() < sizeof(Elf64_Ehdr)) return corrupt("truncated ELF header");
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, data.data(), sizeof(eh));
-  const uint64_t size = data.size();
-  if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff > size ||
-      uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr) > size - eh.e_phoff)
-    return corrupt("program headers beyond the end of the file");
-  for (int i = 0; i < eh.e_phnum; ++i) {
-    Elf64_Phdr ph;
-    std::memcpy(&ph, data.data() + eh.e_phoff + i * sizeof(Elf64_Phdr), sizeof(ph));
-    if (ph.p_offset > size || ph.p_filesz > size - ph.p_offset)
-      return corrupt("segment ", i, " ends at byte ", ph.p_offset + ph.p_filesz);
-  }
-  if (eh.e_shnum != 0 && (eh.e_shoff > size || uint64_t(eh.e_shnum) * eh.e_shentsize > size - eh.e_shoff))
-    return corrupt("section headers beyond the end of the file");
-  return absl::OkStatus();
-}
-
-std::string Sha256Hex(const std::string& data) {
-  Sha256 sha;
-  sha.Update(reinterpret_cast<const unsigned char*>(data.data()), data.size());
-  return sha.HexDigest();
-}
 
 // ---------------------------------------------------------------------------------------------
 // Loaded kernels.
@@ -132,6 +68,7 @@ struct LoadedKernel {
   std::string path;
   std::string sha256;
   std::string module;
+  int fd = -1;  // the sealed memfd it was loaded from, open while it is loaded (see SealedCopy)
   void* handle = nullptr;
   RunFn run = nullptr;
   TeardownFn teardown = nullptr;
@@ -260,54 +197,78 @@ class KernelTable {
     return *table;
   }
 
-  // The loaded kernel for `path`, loading it on first use. `expected_sha256` (may be empty) is
-  // checked before the file is ever dlopen'ed.
-  absl::Status Lookup(const std::string& path, const std::string& expected_sha256, const LoadedKernel** out) {
+  // The loaded kernel for `path`, loading it on first use: the file is read once, its bytes are
+  // checked against `expected_sha256` (unless empty) and loaded (Load). With `unusable` non-null,
+  // a file that cannot be read or whose sha256 is not the expected one is no error: *out is then
+  // null and *unusable says why (the op rebuilds such a kernel, rebuild.h).
+  absl::Status Lookup(const std::string& path, const std::string& expected_sha256, const LoadedKernel** out,
+                      std::string* unusable = nullptr) {
+    *out = nullptr;
     absl::MutexLock lock(&mu_);
     auto it = kernels_.find(path);
     if (it == kernels_.end()) {
+      if (path.empty()) return InvalidArgument("TfxlaLaunch: kernel_path is empty");
+      std::string data;
+      if (absl::Status s = ReadRegularFile(path, "tfxla kernel file", &data); !s.ok()) {
+        if (unusable == nullptr) return s;
+        *unusable = absl::StrCat("cannot be read (", s.message(), ")");
+        return absl::OkStatus();
+      }
+      const std::string sha = Sha256Hex(data);
+      if (unusable != nullptr && !expected_sha256.empty() && sha != expected_sha256) {
+        *unusable = absl::StrCat("has sha256 ", sha, ", not the recorded ", expected_sha256);
+        return absl::OkStatus();
+      }
+      TF_RETURN_IF_ERROR(CheckHash(path, sha, expected_sha256));
       std::unique_ptr<LoadedKernel> k;
-      TF_RETURN_IF_ERROR(Load(path, expected_sha256, &k));
+      TF_RETURN_IF_ERROR(Load(path, data, sha, &k));
       it = kernels_.emplace(path, std::move(k)).first;
     }
     const LoadedKernel* k = it->second.get();
-    TF_RETURN_IF_ERROR(CheckHash(*k, expected_sha256));
+    if (unusable != nullptr && !expected_sha256.empty() && k->sha256 != expected_sha256) {
+      *unusable = absl::StrCat("was loaded with sha256 ", k->sha256, ", not the recorded ", expected_sha256);
+      return absl::OkStatus();
+    }
+    TF_RETURN_IF_ERROR(CheckHash(path, k->sha256, expected_sha256));
     *out = k;
     return absl::OkStatus();
   }
 
  private:
-  static absl::Status CheckHash(const LoadedKernel& k, const std::string& expected) {
-    if (expected.empty() || expected == k.sha256) return absl::OkStatus();
-    return DataLoss("tfxla kernel file '", k.path, "' has sha256 ", k.sha256,
-                    ", but the graph was built for sha256 ", expected,
-                    "; the file changed after compiling, refusing to run it");
+  static absl::Status CheckHash(const std::string& path, const std::string& sha, const std::string& expected) {
+    if (expected.empty() || expected == sha) return absl::OkStatus();
+    return DataLoss("tfxla kernel file '", path, "' has sha256 ", sha, ", but the graph was built for sha256 ",
+                    expected, "; the file changed after compiling, refusing to run it");
   }
 
-  static absl::Status Load(const std::string& path, const std::string& expected_sha256,
+  // Loads `data`, the checked bytes of `path`: ELF check, a sealed memfd copy, dlopen of that, init.
+  static absl::Status Load(const std::string& path, const std::string& data, const std::string& sha,
                            std::unique_ptr<LoadedKernel>* out) {
-    if (path.empty()) return InvalidArgument("TfxlaLaunch: kernel_path is empty");
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0)
-      return NotFound("tfxla kernel file '", path, "' not found: ", std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) return InvalidArgument("tfxla kernel path '", path, "' is not a regular file");
+    TF_RETURN_IF_ERROR(CheckElf(path, data));
     auto k = std::make_unique<LoadedKernel>();
     k->path = path;
-    std::string data;
-    TF_RETURN_IF_ERROR(ReadFile(path, &data));
-    k->sha256 = Sha256Hex(data);
-    TF_RETURN_IF_ERROR(CheckHash(*k, expected_sha256));
-    TF_RETURN_IF_ERROR(CheckElf(path, data));
+    k->sha256 = sha;
+    TF_RETURN_IF_ERROR(SealedCopy(path, data, &k->fd));
+    const std::string name = absl::StrCat("/proc/self/fd/", k->fd);
     dlerror();
-    k->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    k->handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (k->handle == nullptr) {
       const char* why = dlerror();
+      ::close(k->fd);  // nothing is loaded under its name
       return InvalidArgument("cannot load tfxla kernel '", path, "': ", why ? why : "dlopen failed");
     }
     absl::Status s = InitLoaded(k.get());
     if (!s.ok()) {
       if (k->state != nullptr && k->teardown != nullptr) k->teardown(k->state);
       dlclose(k->handle);
+      // glibc finds a loaded object by the name it was opened with: while one stays loaded (an object
+      // dlclose cannot unload), its fd number must not be reused by the next memfd, so keep it open.
+      void* still = dlopen(name.c_str(), RTLD_NOW | RTLD_NOLOAD);
+      if (still == nullptr) {
+        ::close(k->fd);
+      } else {
+        dlclose(still);
+      }
       return s;
     }
     *out = std::move(k);

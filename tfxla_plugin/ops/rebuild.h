@@ -4,8 +4,10 @@
 // of both (and the CPU features the .so was built for) recorded as attrs of the TfxlaLaunch node.
 // When the .so is missing, its hash is not the recorded one, or this CPU lacks a feature it was
 // built for, the op rebuilds it from the C source (whose hash must match, or nothing is loaded) by
-// running `$TFXLA_PYTHON -m tfxla_plugin.rebuild_kernel SOURCE`, which compiles it into the local
-// kernel cache and prints the new .so's path. `import tfxla_plugin` sets TFXLA_PYTHON.
+// running `$TFXLA_PYTHON -m tfxla_plugin.rebuild_kernel --sha256 HASH SOURCE`, which compiles the
+// source's bytes only if they hash to HASH, into the local kernel cache, and prints the new .so's
+// path; the op loads it only if its bytes match the cache's hash record `<so>.sha256` (kernel_file.h).
+// `import tfxla_plugin` sets TFXLA_PYTHON.
 #ifndef TFXLA_OPS_REBUILD_H_
 #define TFXLA_OPS_REBUILD_H_
 
@@ -56,15 +58,16 @@ inline std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
-// Runs the rebuild helper on `source`; on success returns true with the rebuilt .so's path in `out`,
-// otherwise false with the reason (the helper's output) in `out`.
-inline bool RebuildFromSource(const std::string& source, std::string* out) {
+// Runs the rebuild helper on `source` (whose sha256 must be `source_sha256`); on success returns true
+// with the rebuilt .so's path in `out`, otherwise false with the reason (the helper's output) in `out`.
+inline bool RebuildFromSource(const std::string& source, const std::string& source_sha256, std::string* out) {
   const char* python = std::getenv("TFXLA_PYTHON");
   if (python == nullptr || *python == '\0') {
     *out = "TFXLA_PYTHON is not set (import tfxla_plugin sets it to the running interpreter)";
     return false;
   }
-  const std::string cmd = ShellQuote(python) + " -m tfxla_plugin.rebuild_kernel " + ShellQuote(source) + " 2>&1";
+  const std::string cmd = ShellQuote(python) + " -m tfxla_plugin.rebuild_kernel --sha256 " + ShellQuote(source_sha256) +
+                          " " + ShellQuote(source) + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) {
     *out = "cannot start: " + cmd;

@@ -16,7 +16,8 @@
 // * A kernel path is loaded once per process (dlopen RTLD_NOW|RTLD_LOCAL, signature parsed,
 //   tfxla_init called once) and kept until exit; a failed load is not cached, so fixing the file
 //   and calling again works. A file whose sha256 differs from a non-empty `kernel_hash` is never
-//   dlopen'ed.
+//   dlopen'ed, and the bytes dlopen'ed are the bytes hashed: the file is read once through one
+//   descriptor (regular files only, bounded size) and a sealed in-memory copy is loaded.
 // * The kernel is never called on inputs it was not compiled for: the input count, every dtype
 //   (Tin against the signature) and every input's dims are checked first, each mismatch an
 //   InvalidArgument naming the input, the expected and the actual shape.
@@ -29,7 +30,8 @@
 //   the op reads the variable as ReadVariableOp does (shared lock; a copy in copy-on-read mode)
 //   and checks its dtype and shape like any input. The eager single-launch path passes handles,
 //   so a call is one op however many variables the cluster reads.
-// Loading and checking kernel files lives in kernel_table.h, rebuilding them in rebuild.h.
+// Reading and checking kernel files lives in kernel_file.h, loading them in kernel_table.h,
+// rebuilding them in rebuild.h.
 
 #include <algorithm>
 #include <cstdint>
@@ -373,38 +375,48 @@ class TfxlaLaunchOp : public OpKernel {
     if (source_hashes_.empty()) return KernelTable::Get().Lookup(path, so_hash, out);
     std::string why;
     const std::vector<std::string> missing = MissingCpuFeatures(cpu_features_);
-    std::string data;
     if (!missing.empty()) {
       why = absl::StrCat("was built for CPU features this machine lacks (", absl::StrJoin(missing, ", "), ")");
-    } else if (absl::Status s = ReadFile(path, &data); !s.ok()) {
-      why = absl::StrCat("cannot be read (", s.message(), ")");
-    } else if (const std::string h = Sha256Hex(data); h != so_hash) {
-      why = absl::StrCat("has sha256 ", h, ", not the recorded ", so_hash);
+    } else {
+      TF_RETURN_IF_ERROR(KernelTable::Get().Lookup(path, so_hash, out, &why));
+      if (*out != nullptr) return absl::OkStatus();
     }
-    if (why.empty()) return KernelTable::Get().Lookup(path, so_hash, out);
     if (path.size() < 3 || path.compare(path.size() - 3, 3, ".so") != 0)
       return InvalidArgument("tfxla kernel '", path, "' ", why, ", and its name does not end in .so, so there is "
                              "no C source beside it to rebuild from");
     // The source beside it: C for the CPU backend, CUDA (a host launcher) for the CUDA backend.
+    // The first that exists is read (a FIFO or a device there is an error, not a reason to look on).
     std::string source, text;
-    absl::Status read;
     for (const char* suffix : {".c", ".cu"}) {
-      source = path.substr(0, path.size() - 3) + suffix;
-      if ((read = ReadFile(source, &text)).ok()) break;
+      struct stat st;
+      const std::string candidate = path.substr(0, path.size() - 3) + suffix;
+      if (source.empty()) source = candidate;  // named when neither exists
+      if (::lstat(candidate.c_str(), &st) == 0) {
+        source = candidate;
+        break;
+      }
     }
+    const absl::Status read = ReadRegularFile(source, "tfxla kernel source", &text);
     if (!read.ok())
       return NotFound("tfxla kernel '", path, "' ", why, ", and its C source (.c, or .cu for CUDA) cannot be read: ",
                       read.message());
     if (const std::string h = Sha256Hex(text); h != source_hashes_[i])
       return DataLoss("tfxla kernel '", path, "' ", why, ", and its C source '", source, "' has sha256 ", h,
                       ", not the recorded ", source_hashes_[i], ": refusing to load or rebuild it");
-    std::string rebuilt;
-    if (!RebuildFromSource(source, &rebuilt))
+    std::string rebuilt, rebuilt_hash;
+    if (!RebuildFromSource(source, source_hashes_[i], &rebuilt))
       return Internal("tfxla kernel '", path, "' ", why, ", and rebuilding it from '", source, "' failed: ", rebuilt);
+    // The rebuilt object is loaded only if its bytes are those its cache recorded when it built them.
+    TF_RETURN_IF_ERROR(ReadHashRecord(rebuilt, &rebuilt_hash));
     // Written to stderr directly: TF's C++ log is often silenced (TF_CPP_MIN_LOG_LEVEL) and this must be seen.
     std::fprintf(stderr, "tfxla: kernel '%s' %s; rebuilt it from its C source into '%s'\n", path.c_str(),
                  why.c_str(), rebuilt.c_str());
-    return KernelTable::Get().Lookup(rebuilt, "", out);
+    std::string mismatch;
+    TF_RETURN_IF_ERROR(KernelTable::Get().Lookup(rebuilt, rebuilt_hash, out, &mismatch));
+    if (*out == nullptr)
+      return DataLoss("rebuilt tfxla kernel '", rebuilt, "' ", mismatch, " in its hash record '", rebuilt,
+                      ".sha256': refusing to load it");
+    return absl::OkStatus();
   }
 
   absl::Status CheckTile(const LoadedKernel& k, const LoadedKernel& k0, int64_t tile) const {
