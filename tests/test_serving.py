@@ -504,3 +504,16 @@ def test_inter_op_threads_after_tf_started_is_a_warning_not_an_error(caplog):
         assert apply_inter_op_threads(current + 1) == current
         assert apply_inter_op_threads(None) == current
     assert "cannot set TensorFlow's inter-op threads" in caplog.text
+
+
+@pytest.mark.parametrize("text, why", [("{not json", "Expecting property name"),
+                                        ('{"kernels": 5}', "kernels must be an object"),
+                                        ('{"kernels": {"k": {"so": "../../etc/passwd"}}}', "not a plain file name")])
+def test_a_malformed_manifest_is_a_load_error_naming_the_file(tmp_path, text, why) -> None:
+    from tfxla_plugin.serving.model import _read_manifest
+
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "tfxla_manifest.json").write_text(text)
+    with pytest.raises(ModelLoadError, match="unreadable tfxla manifest") as info:
+        _read_manifest(tmp_path)
+    assert why in str(info.value) and "tfxla_manifest.json" in str(info.value)

@@ -119,10 +119,14 @@ def _read_manifest(model_dir: Path) -> dict | None:
     path = model_dir / "assets" / MANIFEST
     if not path.is_file():
         return None
+    from tfxla_plugin.commands.show import SavedModelError, check_manifest
+
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        manifest = json.loads(path.read_text())
+        check_manifest(manifest, model_dir)
+    except (OSError, ValueError, SavedModelError) as e:
         raise ModelLoadError(f"unreadable tfxla manifest {path}: {e}") from e
+    return manifest
 
 
 class ServedModel:
