@@ -33,12 +33,20 @@ class ComparisonType(enum.Enum):
 
 
 class IndexCheck(enum.Enum):
-    """``index_check=`` on a gather: TF's run-time check of the start indices instead of XLA's clamp
-    (no attribute: clamp). A failed check fails the run with an invalid-argument error carrying the
-    message of the TF kernel named, which the TF lowering attaches (``hlo/index_check.py`` states it)."""
+    """``index_check=`` on a gather or a scatter: TF's run-time check of the indices instead of XLA's
+    clamp (gather) or skip (scatter) (no attribute: XLA's semantics). A failed check fails the run with
+    an invalid-argument error carrying the message of the TF kernel named, which the TF lowering
+    attaches (``hlo/index_check.py`` states it)."""
 
     TF_GATHER = "tf_gather"  # GatherV2: each scalar index in [0, n); nothing is checked when the result is empty
     TF_GATHER_ND = "tf_gather_nd"  # GatherNd: each index vector (the last dim) inside the operand
+    TF_SCATTER_ND = "tf_scatter_nd"  # ScatterNd: each index row inside the output shape
+    TF_TENSOR_SCATTER = "tf_tensor_scatter"  # TensorScatterUpdate/Add/Sub/Min/Max: the same, into the tensor
+
+    @property
+    def is_scatter(self) -> bool:
+        """Whether this is a scatter's check (else a gather's)."""
+        return self in (IndexCheck.TF_SCATTER_ND, IndexCheck.TF_TENSOR_SCATTER)
 
 
 class FusionKind(enum.Enum):

@@ -9,7 +9,8 @@ dynamic-slice starts, run past both ends of their operands. ``test_every_opcode_
 proves no opcode is left out (the refused ones of test_cpu_backend_opcodes.py aside).
 
 TF's checked gathers (``index_check=``) from an empty operand, and with indices out of range, must
-return status 3 with TF's message, having read nothing they should not.
+return status 3 with TF's message, having read nothing they should not; a checked scatter with an
+index row out of range the same, having written nothing.
 """
 
 from __future__ import annotations
@@ -342,12 +343,27 @@ def test_every_opcode_is_clean_under_address_sanitizer(shape_set: str, harnesses
     assert_matches(got, want, atol=1e-4, what=f"asan shapes {shape_set}")
 
 
-CHECKED = module("asan_checked", ["x: f32[3,4]", "j: s32[2,1]", "e: f32[0,4]", "i: s32[2]"], [
+# r2 (a checked scatter) runs before r1, whose operand is empty, so it always fails last.
+CHECKED = module("asan_checked", ["x: f32[3,4]", "j: s32[2,1]", "e: f32[0,4]", "i: s32[2]", "y: f32[4,3]",
+                                  "k: s32[2,1]", "w: f32[2,3]"], [
     "  %r0 = f32[2,4] gather(%x, %j), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, "
     "index_vector_dim=1, slice_sizes={1,4}, index_check=tf_gather_nd",
+    "  %r2 = f32[4,3] scatter(%y, %k, %w), update_window_dims={1}, inserted_window_dims={0}, "
+    "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add_c, index_check=tf_tensor_scatter",
     "  %r1 = f32[2,4] gather(%e, %i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, "
     "index_vector_dim=1, slice_sizes={0,4}, index_check=tf_gather"],
-    [("r0", "f32[2,4]"), ("r1", "f32[2,4]")])
+    [("r0", "f32[2,4]"), ("r1", "f32[2,4]"), ("r2", "f32[4,3]")], comps="""
+%add_c (x: f32[], y: f32[]) -> f32[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %s = f32[] add(%x, %y)
+}""")
+
+
+def _checked_args(j, k) -> list[np.ndarray]:
+    return [np.ones((3, 4), np.float32), np.array(j, np.int32), np.zeros((0, 4), np.float32),
+            np.array([0, 0], np.int32), np.ones((4, 3), np.float32), np.array(k, np.int32),
+            np.ones((2, 3), np.float32)]
 
 
 @pytest.mark.parametrize("j, message", [
@@ -358,10 +374,24 @@ CHECKED = module("asan_checked", ["x: f32[3,4]", "j: s32[2,1]", "e: f32[0,4]", "
 def test_checked_gathers_refuse_bad_indices_without_reading(j, message, harnesses) -> None:
     """TF's checks: status 3 and TF's message, nothing read past a buffer (the operand of r1 is empty)."""
     mod, exe = harnesses["checked"]
-    args = [np.ones((3, 4), np.float32), np.array(j, np.int32), np.zeros((0, 4), np.float32),
-            np.array([0, 0], np.int32)]
+    args = _checked_args(j, [[3], [0]])
     proc = _run_harness(exe, args, "invalid")
     _assert_clean(proc)
     assert proc.stdout.decode() == message
     with pytest.raises(hlo.HloInvalidArgumentError, match=re.escape(message)):
+        hlo.evaluate(mod, *args)
+
+
+@pytest.mark.parametrize("k, row", [([[1], [4]], "indices[1] = [4]"), ([[-1], [9]], "indices[1] = [9]"),
+                                    ([[-4], [0]], "indices[0] = [-4]")], ids=["high", "last-bad", "negative"])
+def test_checked_scatter_refuses_bad_rows_without_writing(k, row, harnesses) -> None:
+    """TF's check: status 3 and TF's message (its last bad row), nothing written to the scatter's result."""
+    mod, exe = harnesses["checked"]
+    args = _checked_args([[2], [0]], k)
+    proc = _run_harness(exe, args, "invalid", "outputs")
+    _assert_clean(proc)
+    message, outputs = proc.stdout.split(b"\0", 1)
+    assert message.decode() == f"{row} does not index into shape [4,3]\n\t [[{{{{node r2}}}}]]"
+    assert len(outputs) == 4 * (8 + 8 + 12) and set(outputs[-4 * 12:]) == {0xAB}, "the refused scatter wrote"
+    with pytest.raises(hlo.HloInvalidArgumentError, match=re.escape(message.decode())):
         hlo.evaluate(mod, *args)

@@ -304,3 +304,50 @@ def test_checked_gather_raises_where_xla_clamps():
         hlo.evaluate(module, x, np.array([0, 3], np.int32))
     clamped = hlo.parse_module(CHECKED.replace(", index_check=tf_gather", ""))
     np.testing.assert_array_equal(hlo.evaluate(clamped, x, np.array([0, 3], np.int32))[0], x[[0, 2]])
+
+
+CHECKED_SCATTER = """HloModule checked_scatter
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(f32[] %a, f32[] %b)
+}
+
+ENTRY %e (x: f32[4,3], i: s32[2,1], u: f32[2,3]) -> f32[4,3] {
+  %x = f32[4,3] parameter(0)
+  %i = s32[2,1] parameter(1)
+  %u = f32[2,3] parameter(2)
+  ROOT %r = f32[4,3] scatter(f32[4,3] %x, s32[2,1] %i, f32[2,3] %u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add, index_check=tf_scatter_nd
+}
+"""
+
+
+def test_scatter_index_check_round_trips_and_is_verified():
+    module = hlo.parse_module(CHECKED_SCATTER)
+    assert module.entry.root.attr("index_check") is hlo.IndexCheck.TF_SCATTER_ND
+    assert hlo.parse_module(module.to_text()) == module
+    assert "index_check=tf_scatter_nd\n" in module.to_text()
+    with pytest.raises(hlo.HloVerifierError, match="index_check=tf_gather is a gather's check, not a scatter's"):
+        hlo.verify(hlo.parse_module(CHECKED_SCATTER.replace("tf_scatter_nd", "tf_gather")))
+    with pytest.raises(hlo.HloVerifierError, match="index_check=tf_scatter_nd is a scatter's check, not a gather's"):
+        hlo.verify(hlo.parse_module(CHECKED.replace("tf_gather", "tf_scatter_nd")))
+    # a window narrower than the operand's trailing dims: passing TF's check would not mean every write lands
+    narrow = CHECKED_SCATTER.replace("f32[2,3] %u", "f32[2,2] %u").replace("u: f32[2,3]", "u: f32[2,2]").replace(
+        "%u = f32[2,3]", "%u = f32[2,2]")
+    with pytest.raises(hlo.HloVerifierError, match=r"needs update windows spanning operand dims 1\.\. whole"):
+        hlo.verify(hlo.parse_module(narrow))
+
+
+def test_checked_scatter_raises_where_xla_skips():
+    module = hlo.parse_module(CHECKED_SCATTER)
+    x, u = f32(4, 3), f32(2, 3)
+    want = x.copy()
+    want[[3, 0]] += u
+    np.testing.assert_allclose(hlo.evaluate(module, x, np.array([[3], [0]], np.int32), u)[0], want, rtol=1e-6)
+    with pytest.raises(hlo.HloInvalidArgumentError,
+                       match=r"^indices\[1\] = \[-1\] does not index into shape \[4,3\]\n\t \[\[\{\{node r\}\}\]\]$"):
+        hlo.evaluate(module, x, np.array([[4], [-1]], np.int32), u)  # the last bad row, as TF
+    skipped = hlo.parse_module(CHECKED_SCATTER.replace(", index_check=tf_scatter_nd", ""))
+    want = x.copy()
+    want[0] += u[1]
+    np.testing.assert_allclose(hlo.evaluate(skipped, x, np.array([[4], [0]], np.int32), u)[0], want, rtol=1e-6)

@@ -1,7 +1,8 @@
 """Indexing ops lowered to HLO and evaluated against TF eager: GatherV2 (axis, batch_dims), GatherNd,
-ScatterNd, TensorScatterUpdate/Add/Sub/Max/Min, OneHot. Out-of-range gather indices raise TF's own
-InvalidArgumentError message (the lowered gathers carry TF's ``index_check``); scatter indices are in
-range (HLO skips out-of-range windows where TF raises)."""
+ScatterNd, TensorScatterUpdate/Add/Sub/Max/Min, OneHot. Out-of-range gather indices and scatter index
+rows raise TF's own InvalidArgumentError message (the lowered gathers and scatters carry TF's
+``index_check``); with ``bad_indices_policy=IGNORE`` a scatter skips bad rows as TF does, and a
+GatherNd with it (zeros for bad rows) is refused."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import hlo
+from hlo.lowering.errors import LoweringError
 from tests.lowering_harness import check_lowering, lower_fn
 from tests.shape_inputs import ALL_DTYPES, NUMERIC_DTYPES, dtype_id, sample
 
@@ -133,3 +135,36 @@ def test_out_of_range_gather_raises_tf_message(fn, dims, indices, key) -> None:
 ], ids=["gather-empty-slices", "gather-no-indices", "gathernd-no-rows"])
 def test_empty_gathers_match_tf(fn, dims, indices) -> None:
     check_lowering(fn, sample(np.float32, dims, seed=4), np.asarray(indices, np.int32))
+
+
+R_SCATTER = [
+    ("scatter-nd-int64-huge", lambda i, u: tf.scatter_nd(i, u, tf.constant([4], I64)), np.array([[2**40]], np.int64),
+     [1.0], "indices[0] = [1099511627776] does not index into shape [4]"),
+    ("sub-batched-last-bad", lambda i, u: tf.tensor_scatter_nd_sub(tf.ones([3, 2]), i, u), [[[3, 0], [0, 0]],
+     [[1, 1], [0, -2]]], np.ones((2, 2), np.float32), "indices[1,1] = [0, -2] does not index into shape [3,2]"),
+]
+
+
+@pytest.mark.parametrize("fn,indices,updates,key", [c[1:] for c in R_SCATTER], ids=[c[0] for c in R_SCATTER])
+def test_out_of_range_scatter_raises_tf_message(fn, indices, updates, key) -> None:
+    indices = np.asarray(indices, np.int64 if np.asarray(indices).dtype == np.int64 else np.int32)
+    updates = np.asarray(updates, np.float32)
+    assert key in _tf_message(fn, indices, updates)
+    module = lower_fn(fn, indices, updates)
+    with pytest.raises(hlo.HloInvalidArgumentError) as info:
+        hlo.evaluate(module, indices, updates)
+    assert str(info.value).startswith(key + "\n"), str(info.value)
+
+
+def test_bad_indices_policy_ignore_skips_bad_scatter_rows_like_tf() -> None:
+    def fn(t, i, u):
+        return R.TensorScatterAdd(tensor=t, indices=i, updates=u, bad_indices_policy="IGNORE")
+    check_lowering(fn, np.zeros(4, np.float32), np.array([[7], [1], [-1], [1]], np.int32),
+                   np.array([1, 2, 3, 4], np.float32))
+
+
+def test_gather_nd_bad_indices_policy_ignore_is_refused() -> None:
+    def fn(p, i):
+        return R.GatherNd(params=p, indices=i, bad_indices_policy="IGNORE")
+    with pytest.raises(LoweringError, match="bad_indices_policy=IGNORE .* is not supported"):
+        lower_fn(fn, np.zeros(3, np.float32), np.array([[7]], np.int32))

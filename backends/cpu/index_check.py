@@ -1,4 +1,4 @@
-"""TF's gather index checks in generated C (``index_check=`` on a gather; the spec is hlo/index_check.py).
+"""TF's gather and scatter index checks in generated C (``index_check=``; the spec is hlo/index_check.py).
 
 Before the loop nest of an instruction that computes checked gathers (the gather itself, or a fusion
 whose checked gathers read their indices from a fusion parameter), one branch-free (vectorized) pass
@@ -9,6 +9,12 @@ the gather is read. The message is
 hlo/index_check.py's text with the run-time numbers as ``%lld`` conversions, so the evaluator and
 the kernel say the same. The loop nest's elemental emitter is told which gathers were checked
 (``ElementalEmitter.index_checked``); the gather rule refuses one that was not.
+
+A checked scatter (a top-level kernel, backends/cpu/kernels_scatter.py) is checked the same way by
+``emit_scatter_check`` before it copies its operand or writes an update; the second pass reports the
+last bad row, as TF does. Shapes TF refuses whatever the indices hold fail unconditionally. The
+status leaves the computation's function with ``return``, and callers (fusions run as calls, while
+bodies, conditionals) pass a nonzero status on.
 """
 
 from __future__ import annotations
@@ -87,7 +93,6 @@ def _emit_check(buf: IndentedBuffer, names: Names, gather: HloInstruction, opera
     kind = gather.attr("index_check")
     node = spec.node_name(gather)
     smap = gather.attr("start_index_map", ())
-    status = f"return {STATUS_INVALID_ARGUMENT}; /* TFXLA_STATUS_INVALID_ARGUMENT */"
     if kind is IndexCheck.TF_GATHER:
         if gather.shape.num_elements == 0:
             return
@@ -97,16 +102,57 @@ def _emit_check(buf: IndentedBuffer, names: Names, gather: HloInstruction, opera
         if _prod(row_dims) == 0:
             return
         if operand.num_elements == 0:
-            buf.line(f"/* %{gather.name} ({kind.value}): index rows into an empty operand */")
-            buf.line(f"snprintf(err, errlen, {_format(spec.empty_params_message(operand.dims), {})}); {status}")
+            _emit_failure(buf, f"%{gather.name} ({kind.value}): index rows into an empty operand",
+                          spec.empty_params_message(operand.dims))
             return
     limits = [operand.dims[d] for d in smap]
+    if depth is None:
+        template = spec.range_message("@P@", "@V0@", limits[0] if limits else 0, node)
+    else:
+        template = spec.nd_message("@P@", [f"@V{k}@" for k in range(len(limits))], operand.dims, node)
+    _emit_rows_check(buf, names, f"%{gather.name} ({kind.value}): TF's check of every index before the gather "
+                     "reads", row_dims, depth, limits, read, template, last=False)
+
+
+def emit_scatter_check(buf: IndentedBuffer, names: Names, scatter: HloInstruction, operand, indices, updates,
+                       read: Reader) -> None:
+    """Emit TF's check of a scatter with ``index_check=`` (nothing for one without), reading its indices
+    through ``read``: before the scatter writes anything, so a refused scatter leaves its result alone."""
+    kind = scatter.attr("index_check", None)
+    if kind is None:
+        return
+    node = spec.node_name(scatter)
+    problem = spec.scatter_shape_problem(kind, operand.dims, indices.dims, updates.num_elements, node)
+    if problem:
+        _emit_failure(buf, f"%{scatter.name} ({kind.value}): shapes TF refuses whatever the indices", problem)
+        return
+    if operand.num_elements == 0:
+        return
+    row_dims, depth = tuple(indices.dims[:-1]), indices.dims[-1]
+    limits = list(operand.dims[:depth])
+    template = spec.scatter_row_message("@P@", [f"@V{k}@" for k in range(depth)], operand.dims, node)
+    _emit_rows_check(buf, names, f"%{scatter.name} ({kind.value}): TF's check of every index row before the "
+                     "scatter writes", row_dims, depth, limits, read, template, last=True)
+
+
+_STATUS = f"return {STATUS_INVALID_ARGUMENT}; /* TFXLA_STATUS_INVALID_ARGUMENT */"
+
+
+def _emit_failure(buf: IndentedBuffer, what: str, message: str) -> None:
+    """A check that fails whatever the data (the shapes decide): TF's message, status 3."""
+    buf.line(f"/* {what} */")
+    buf.line(f"snprintf(err, errlen, {_format(message, {})}); {_STATUS}")
+
+
+def _emit_rows_check(buf: IndentedBuffer, names: Names, what: str, row_dims: tuple[int, ...], depth: int | None,
+                     limits: Sequence[int], read: Reader, template: str, last: bool) -> None:
+    """Check index component k of every row against ``limits[k]``: a branch-free (vectorized) pass, and only
+    on failure a second pass that finds the first (``last``: the last) bad row in row-major order and
+    fails with ``template`` (spec text with ``@P@`` for the position, ``@Vk@`` for component k)."""
     if not limits or _prod(row_dims) == 0:
         return
-    buf.line(f"/* %{gather.name} ({kind.value}): TF's check of every index before the gather reads */")
+    buf.line(f"/* {what} */")
     with buf.block(""):
-        # A branch-free pass the compiler vectorizes; only a failure pays for the second pass that finds
-        # the first bad index (row-major, as TF reports it) and its values.
         anybad, pos, bad, vals, done = (names.fresh("anybad"), names.fresh("pos"), names.fresh("bad"),
                                         names.fresh("badv"), names.fresh("checked"))
         buf.line(f"int {anybad} = 0;")
@@ -122,22 +168,18 @@ def _emit_check(buf: IndentedBuffer, names: Names, gather: HloInstruction, opera
                 for k, v in enumerate(comps):
                     buf.line(f"{vals}[{k}] = {v};")
                 buf.line(f"{bad} = {pos};")
-                buf.line(f"goto {done};")
+                if not last:
+                    buf.line(f"goto {done};")
             buf.line(f"++{pos};")
             _close_loops(buf, row_dims)
-            buf.line(f"{done}:;")
+            if not last:
+                buf.line(f"{done}:;")
             with buf.block(f"if ({bad} >= 0)"):
                 position, args = _position(bad, row_dims)
-                if depth is None:
-                    fmt = _format(spec.range_message("@P@", "@V@", limits[0], node), {"P": position, "V": "%lld"})
-                    args.append(f"(long long){vals}[0]")
-                else:
-                    vector = [f"@V{k}@" for k in range(len(limits))]
-                    fmt = _format(spec.nd_message("@P@", vector, operand.dims, node),
-                                  {"P": position, **{f"V{k}": "%lld" for k in range(len(limits))}})
-                    args += [f"(long long){vals}[{k}]" for k in range(len(limits))]
+                fmt = _format(template, {"P": position, **{f"V{k}": "%lld" for k in range(len(limits))}})
+                args += [f"(long long){vals}[{k}]" for k in range(len(limits))]
                 buf.line(f"snprintf(err, errlen, {fmt}, {', '.join(args)});")
-                buf.line(status)
+                buf.line(_STATUS)
 
 
 def _row_loops(buf: IndentedBuffer, names: Names, row_dims, depth, limits, read: Reader) -> list[str]:

@@ -3,7 +3,9 @@
 scatter copies its operands to the result, then walks the update windows in
 row-major order of the scatter indices; a window that would start outside
 the operand or run past it is skipped whole (XLA's semantics), and each
-element is combined with ``to_apply``. select-and-scatter fills the result
+element is combined with ``to_apply``. A scatter with ``index_check=`` (TF's
+ScatterNd/TensorScatter*) first checks every index row (backends/cpu/index_check.py)
+and returns status 3 with TF's message before it writes anything. select-and-scatter fills the result
 with the init value, picks one operand element per window with ``select``
 (the current pick stays while select(current, candidate) holds), and
 combines the source value into it with ``scatter``.
@@ -14,6 +16,7 @@ from __future__ import annotations
 from backends.cpu import ctypes_c as C
 from backends.cpu.codegen import Buf, ComputationEmitter, Value, leaves, top_level
 from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, linear_index
+from backends.cpu.index_check import emit_scatter_check
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 
@@ -43,10 +46,12 @@ def _scatter(em: ComputationEmitter, inst: HloInstruction, target: Value) -> Non
     operands, indices, updates = vals[:n], vals[n], vals[n + 1:]
     if not all(isinstance(v, Buf) for v in vals):
         raise CodegenUnsupported(f"%{inst.name}: scatter of tuple operands")
+    shape, upd_shape, idx_shape = operands[0].shape, updates[0].shape, indices.shape
+    emit_scatter_check(em.buf, em.names, inst, shape, idx_shape, upd_shape,
+                       lambda idx: C.load(idx_shape.dtype, f"{indices.ptr}[{linear_index(idx_shape, idx)}]"))
     outs = leaves(target)
     for out, op in zip(outs, operands):
         em.emit_copy(out, op)
-    shape, upd_shape, idx_shape = operands[0].shape, updates[0].shape, indices.shape
     uwd = inst.attr("update_window_dims", ())
     inserted = inst.attr("inserted_window_dims", ())
     to_operand = inst.attr("scatter_dims_to_operand_dims", ())

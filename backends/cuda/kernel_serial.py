@@ -9,7 +9,8 @@ therefore exactly the CPU backend's (scatter applies updates in order, so
 non-unique indices combine deterministically; sort is a stable merge sort),
 at single-thread speed: correct, but a known slow path on the GPU
 (``docs/cuda.md``). Copies of operands into results become device-to-device
-copies before the launch.
+copies before the launch. A scatter carrying TF's index check (``index_check=``)
+is refused: its status could not leave the device kernel.
 """
 
 from __future__ import annotations
@@ -86,6 +87,10 @@ def serial_kernel(kb: KernelBuilder):
     kernel = SERIAL.get(kb.inst.opcode)
     if kernel is None:
         return None
+    check = kb.inst.attr("index_check", None)
+    if check is not None:  # the CPU kernel would return status 3 from inside a device kernel
+        raise CodegenUnsupported(f"%{kb.inst.name}: scatter with index_check={check.value}: no CUDA kernel strategy "
+                                 "checks its indices before it writes yet")
     body = D.CudaBuffer()
     adapter = CpuKernelAdapter(kb, body)
     kernel(adapter, kb.inst, adapter.target())

@@ -17,7 +17,9 @@ scatter: the mirror image (``update_window_dims``, ``inserted_window_dims``,
 ``scatter_indices_batching_dims``). An update window whose start is out of
 bounds, or whose window would run past the operand, is skipped entirely (not
 clamped). Updates are combined by ``to_apply`` in row-major order of the
-scatter indices; N operands and N updates make a variadic scatter.
+scatter indices; N operands and N updates make a variadic scatter. With
+``index_check=`` (TF's ScatterNd/TensorScatter* semantics) a bad index row, or
+shapes TF refuses, raise ``HloInvalidArgumentError`` with TF's message.
 
 dynamic-slice and dynamic-update-slice clamp their start indices so the slice
 or the update fits in the operand.
@@ -30,7 +32,7 @@ import numpy as np
 from hlo.errors import HloInvalidArgumentError
 from hlo.evaluator import Evaluator, eval_rule
 from hlo.evaluator.callees import combine_at
-from hlo.index_check import node_name, violation
+from hlo.index_check import node_name, scatter_violation, violation
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 
@@ -117,6 +119,11 @@ def _scatter(ev: Evaluator, inst: HloInstruction, vals: list[np.ndarray]):
     inserted = set(inst.attr("inserted_window_dims", ()))
     batching = list(inst.attr("input_batching_dims", ()))
     shape = operands[0].shape
+    check = inst.attr("index_check", None)
+    if check is not None:
+        problem = scatter_violation(check, shape, indices, updates[0].size, node_name(inst))
+        if problem:
+            raise HloInvalidArgumentError(problem)
     starts = _starts(_index_vectors(indices, ivd), len(shape), inst.attr("scatter_dims_to_operand_dims", ()),
                      batching, inst.attr("scatter_indices_batching_dims", ()), ivd)
     window_dims = [d for d in range(len(shape)) if d not in inserted and d not in batching]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from hlo.attributes import IndexCheck
-from hlo.index_check import structure_problem
+from hlo.index_check import scatter_structure_problem, structure_problem
 from hlo.opcodes import Opcode
 from hlo.shape_inference import ShapeContext, shape_rule
 from hlo.shape_inference.common import (
@@ -88,7 +88,7 @@ def gather(ctx: ShapeContext) -> Shape:
     check = ctx.attr("index_check", None)
     if check is not None:
         if not isinstance(check, IndexCheck):
-            raise fail(ctx, f"index_check must be tf_gather or tf_gather_nd, got {check}")
+            raise fail(ctx, f"index_check must be an IndexCheck, got {check}")
         problem = structure_problem(check, indices.rank, ivd, index_map)
         if problem:
             raise fail(ctx, problem)
@@ -136,5 +136,12 @@ def scatter(ctx: ShapeContext) -> ShapeLike:
     if update_batch != index_batch:
         raise fail(ctx, f"update scatter dims {update_batch} must match the indices' batch dims {index_batch}")
     check_combiner(ctx, "to_apply", [i.dtype for i in inputs])
+    check = ctx.attr("index_check", None)
+    if check is not None:
+        if not isinstance(check, IndexCheck):
+            raise fail(ctx, f"index_check must be an IndexCheck, got {check}")
+        problem = scatter_structure_problem(check, x.dims, indices.dims, upd.dims, ctx.attr)
+        if problem:
+            raise fail(ctx, problem)
     results = [array(i.dtype, i.dims) for i in inputs]
     return results[0] if n == 1 else TupleShape(tuple(results))

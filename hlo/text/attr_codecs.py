@@ -303,7 +303,7 @@ PARSERS: dict[str, Callable[[Scanner], Any]] = {
     "direction": _read_enum(ComparisonDirection, "a comparison direction (EQ, NE, LT, LE, GT, GE)"),
     "type": _read_enum(ComparisonType, "a comparison type (FLOAT, TOTALORDER, SIGNED, UNSIGNED)"),
     "kind": _read_enum(FusionKind, "a fusion kind (kLoop, kInput, kOutput, kCustom)"),
-    "index_check": _read_enum(IndexCheck, "an index check (tf_gather, tf_gather_nd)"),
+    "index_check": _read_enum(IndexCheck, f"an index check ({', '.join(c.value for c in IndexCheck)})"),
     "slice": read_slice,
     "padding": read_padding,
     "window": read_window,

@@ -2,17 +2,23 @@
 
 Gathers and scatters become one HLO gather/scatter with XLA's dimension
 numbers (GatherV2's ``batch_dims`` as operand/start-index batching dims).
-TF's CPU kernels reject out-of-range indices at run time: gathers carry TF's
-check (``index_check=``, ``hlo/index_check.py``), so a compiled gather raises
-TF's InvalidArgumentError where TF does; HLO scatter still skips them, so only
-in-range scatter indices agree with TF.
+TF's CPU kernels reject out-of-range indices at run time: gathers and scatters
+carry TF's check (``index_check=``, ``hlo/index_check.py``), so a compiled gather
+or scatter raises TF's InvalidArgumentError where TF does (also for the shapes
+TF's scatter kernels refuse whatever the indices hold, e.g. index rows into an
+empty output). ``bad_indices_policy``: ``IGNORE`` on a scatter skips bad rows,
+which is HLO's own scatter (no check); GatherNd's ``IGNORE`` (zeros for bad
+rows) is refused.
 Scatters combine duplicates in index order (ScatterNd adds, pred ORs).
 """
 
 from __future__ import annotations
 
+from math import prod
+
 from hlo.attributes import IndexCheck
 from hlo.dtypes import PrimitiveType
+from hlo.index_check import scatter_shape_problem
 from hlo.lowering.ops._shape_util import combiner, iota
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL, NUMERIC
@@ -54,6 +60,8 @@ def gather_v2(ctx):
 @register_lowering("GatherNd", dtypes=ALL, type_attrs=("Tparams",))
 def gather_nd(ctx):
     """``out[b...] = params[indices[b..., :]]``; dims ``indices[:-1] + params[q:]`` with q the index depth."""
+    if _bad_indices_policy(ctx) == "IGNORE":
+        raise ctx.error("bad_indices_policy=IGNORE (zeros for out-of-range rows) is not supported")
     params, indices = ctx.inputs
     pd, idims = ctx.dims(params), ctx.dims(indices)
     if not idims:
@@ -68,10 +76,18 @@ def gather_nd(ctx):
                         index_check=IndexCheck.TF_GATHER_ND)
 
 
-def _scatter_nd(ctx, operand, indices, updates, kind: str):
+def _bad_indices_policy(ctx) -> str:
+    """TF's ``bad_indices_policy``: ``ERROR`` (also "" and ``DEFAULT`` on CPU) or ``IGNORE``."""
+    policy = ctx.attr("bad_indices_policy", "") or "ERROR"
+    if policy not in ("DEFAULT", "ERROR", "IGNORE"):
+        raise ctx.error(f"unknown bad_indices_policy {policy!r}")
+    return "ERROR" if policy == "DEFAULT" else policy
+
+
+def _scatter_nd(ctx, operand, indices, updates, kind: str, check: IndexCheck):
     od, idims, ud = ctx.dims(operand), ctx.dims(indices), ctx.dims(updates)
-    if 0 in od:
-        return operand  # TF returns an empty result without looking at indices or updates
+    if 0 in od and 0 in idims and 0 in ud:
+        return operand  # nothing to scatter into an empty result (TF checks nothing either)
     if len(idims) < 2:
         raise ctx.error(f"indices must have rank at least 2 (TF rejects rank-{len(idims)} scatter indices)")
     q, lead = idims[-1], len(idims) - 1
@@ -79,9 +95,15 @@ def _scatter_nd(ctx, operand, indices, updates, kind: str):
     if q > len(od) or list(ud) != want:
         raise ctx.error(f"updates {list(ud)} must have dims indices.shape[:-1] + shape[{q}:] = {want} "
                         f"for shape {list(od)}")
+    checked = {"index_check": check}
+    if _bad_indices_policy(ctx) == "IGNORE":  # TF skips bad rows as HLO's scatter does, but checks shapes
+        problem = scatter_shape_problem(check, od, idims, prod(ud), ctx.node.name)
+        if problem:
+            raise ctx.error(f"bad_indices_policy=IGNORE with shapes TF refuses at run time: {problem}")
+        checked = {}
     return ctx.b.scatter(operand, indices, updates, update_window_dims=tuple(range(lead, len(ud))),
                          inserted_window_dims=tuple(range(q)), scatter_dims_to_operand_dims=tuple(range(q)),
-                         index_vector_dim=lead, to_apply=combiner(ctx, kind, ctx.dtype(operand)))
+                         index_vector_dim=lead, to_apply=combiner(ctx, kind, ctx.dtype(operand)), **checked)
 
 
 @register_lowering("ScatterNd", dtypes=ALL, const_inputs=(2,))
@@ -91,7 +113,7 @@ def scatter_nd(ctx):
     if any(d < 0 for d in dims):
         raise ctx.error(f"shape {dims} must be non-negative")
     zeros = ctx.broadcast_in_dim(ctx.scalar(0, ctx.dtype(updates)), dims, ())
-    return _scatter_nd(ctx, zeros, indices, updates, "add")
+    return _scatter_nd(ctx, zeros, indices, updates, "add", IndexCheck.TF_SCATTER_ND)
 
 
 # TensorScatter* op -> (combiner kind, dtypes)
@@ -106,7 +128,7 @@ _TENSOR_SCATTER = {
 
 def _tensor_scatter(kind: str):
     def lower(ctx):
-        return _scatter_nd(ctx, *ctx.inputs, kind)
+        return _scatter_nd(ctx, *ctx.inputs, kind, IndexCheck.TF_TENSOR_SCATTER)
     return lower
 
 
