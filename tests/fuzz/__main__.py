@@ -143,6 +143,10 @@ def report(seed: int, results: dict[int, dict], wall: float, *, repros: int = 50
     if unsupported:
         lines += ["", "unsupported (clear errors), by reason:"]
         lines += [f"  {n:5d}  {why[:160]}" for why, n in unsupported.most_common(20)]
+    differs = [r for r in results.values() if r["status"] == "tf_differs"]
+    if differs:
+        lines += ["", "tf_differs (tf.function disagrees with TF eager and we match tf.function):"]
+        lines += [f"  index {r['index']}: {r['detail'][:240]}" for r in sorted(differs, key=lambda r: r["index"])[:30]]
     for r in failures[:repros]:
         lines += ["", f"=== {r['status']} graph seed={seed} index={r['index']}: {r['detail']}",
                   generate(seed, r["index"]).repro()]

@@ -166,5 +166,9 @@ def _check_error_mode(fn, args, mode, ref_err) -> Outcome:
         if _plain_raises(fn, args, type(e)):
             return Outcome("ok")
         return Outcome("unclear", f"TF eager raised {_error_line(ref_err)}; we raised {_error_line(e)}")
-    return Outcome("mismatch", f"returned values where TF eager raised {_error_line(ref_err)}")
+    try:  # tf.function prunes an op nothing uses; eager runs (and fails in) every op
+        _run(tf.function(fn, autograph=False), args)
+    except Exception:  # noqa: BLE001
+        return Outcome("mismatch", f"returned values where TF eager raised {_error_line(ref_err)}")
+    return Outcome("tf_differs", f"tf.function returns values too, TF eager raised {_error_line(ref_err)}")
 

@@ -49,6 +49,7 @@ class Graph:
     outputs: list[str]
     op_kinds: list[str]  # the op table rows used, in order (tolerances and counts read them)
     float_dtypes: tuple[str, ...] = ()  # float dtypes of any value in the graph (tolerances read them)
+    values: dict[str, tuple[tuple[int, ...], str]] = dataclasses.field(default_factory=dict)  # name: (shape, dtype)
 
     def function_source(self) -> str:
         args = ", ".join(name for name, _ in self.inputs)
@@ -93,6 +94,13 @@ def nested_literal(a: np.ndarray) -> str:
     if a.ndim == 0:
         return _scalar_literal(a.item(), dtype)
     return "[" + ", ".join(nested_literal(x) for x in a) + "]" if a.shape[0] else "[]"
+
+
+def constant_source(a: np.ndarray) -> str:
+    """``tf.constant`` source for ``a`` (``tf.zeros`` when empty: a nested ``[]`` loses the shape)."""
+    if a.size == 0:
+        return f"tf.zeros({list(a.shape)}, tf.{a.dtype})"
+    return f"tf.constant({nested_literal(a)}, tf.{a.dtype})"
 
 
 def array_literal(a: np.ndarray) -> str:
@@ -160,8 +168,7 @@ class Builder:
 
     def constant(self, shape: tuple[int, ...], dtype: str) -> Value:
         """An inline ``tf.constant`` (its value is part of the expression, not of ``values``)."""
-        a = self.data(shape, dtype)
-        return Value(f"tf.constant({nested_literal(a)}, tf.{dtype})", shape, dtype, True)
+        return Value(constant_source(self.data(shape, dtype)), shape, dtype, True)
 
     def operand(self, shape: tuple[int, ...], dtype: str, exact: bool = False) -> Value:
         """A value of exactly this shape and dtype: an existing one, a new input, or a constant."""
@@ -215,4 +222,5 @@ def generate(seed: int, index: int) -> Graph:
         if rng.random() < 0.7:
             outputs.append(name)
     floats = tuple(sorted({v.dtype for v in b.values if v.dtype in FLOATS}))
-    return Graph(seed, index, b.inputs, b.lines, outputs, kinds, floats)
+    return Graph(seed, index, b.inputs, b.lines, outputs, kinds, floats,
+                 {v.name: (v.shape, v.dtype) for v in b.values})

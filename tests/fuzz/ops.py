@@ -112,8 +112,9 @@ BINARY = {
     "truncatemod_int": ("tf.truncatemod({x}, %s)" % SAFE_DIVISOR, I, True, False, None),
     "logical_and": ("tf.math.logical_and({x}, {y})", B, True, False, None),
     "logical_or": ("tf.math.logical_or({x}, {y})", B, True, False, None),
-    **{name: (f"tf.math.{name}({{x}}, {{y}})", FI + B, True, True, "bool")
-       for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")},
+    **{name: (f"tf.math.{name}({{x}}, {{y}})", FI + B, True, True, "bool") for name in ("equal", "not_equal")},
+    **{name: (f"tf.math.{name}({{x}}, {{y}})", FI, True, True, "bool")
+       for name in ("less", "less_equal", "greater", "greater_equal")},
 }
 
 

@@ -215,8 +215,8 @@ def _gather(b):
     if b.rng.random() < 0.5 and len(b.inputs) < 3:
         ind = b.add_input_data(idx)
     else:
-        from tests.fuzz.generator import nested_literal
-        ind = type(x)(f"tf.constant({nested_literal(idx)}, tf.int32)", ishape, "int32", True)
+        from tests.fuzz.generator import constant_source
+        ind = type(x)(constant_source(idx), ishape, "int32", True)
     return b.emit(f"tf.gather({x.name}, {ind.name}, axis={a})", shape, x.dtype, x.exact, [x, ind])
 
 
