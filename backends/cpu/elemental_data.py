@@ -2,7 +2,7 @@
 
 Data-movement ops never touch memory here: they rewrite the index and ask
 their operand for the element there (broadcast drops dims, transpose permutes,
-slice offsets, pad and concatenate choose with a conditional). Reduce, dot
+slice offsets, pad chooses with a conditional, concatenate selects among clamped reads). Reduce, dot
 and reduce-window open an inner loop over their reduced dims with
 accumulators, inlining the reducer computation.
 """
@@ -106,24 +106,33 @@ def _pad(em, inst, idx):
 
 @elemental(Opcode.CONCATENATE)
 def _concatenate(em, inst, idx):
+    """Every non-empty operand's element at its index clamped into the operand, then one chosen by a
+    select chain: no loads inside branches. GCC 12.2 miscompiles the branchy form (``if (i < 5) a =
+    x[..]; else a = 1.0 / y[..];`` then min/max) in a vectorized loop nest whose inner dim is 3:
+    the if-converted masked loads of the stride-3 group gave lanes of the second operand the clamp
+    of the first (tests/test_cpu_backend_shapes.py, found by tests/fuzz)."""
     (axis,) = inst.attr("dimensions")
-    if len(inst.operands) == 1:
-        return em.operand(inst, 0, idx)
-    value = em.var(ctype_of(inst), "0")
-    offset = 0
-    for k, name in enumerate(inst.operands):
+    parts, offset = [], 0
+    for name in inst.operands:
         size = em.comp[name].shape.dims[axis]
-        if k == len(inst.operands) - 1:
-            header = "else"
-        else:
-            header = ("else if" if k else "if") + f" ({idx[axis]} < {offset + size})"
-        with em.buf.block(header):
-            em.push()
-            sub = tuple(f"({i} - {offset})" if d == axis and offset else i for d, i in enumerate(idx))
-            em.buf.line(f"{value} = {em.emit(name, sub)};")
-            em.pop()
+        if size:
+            parts.append((name, offset, size))
         offset += size
-    return value
+    if not parts:
+        return em.var(ctype_of(inst), "0")
+    i = idx[axis]
+    values = []
+    for k, (name, start, size) in enumerate(parts):
+        local = f"({i} - {start})" if start else i
+        if k:
+            local = f"({local} < 0 ? 0 : {local})"
+        if k < len(parts) - 1:
+            local = em.tmp("int64_t", f"({local} > {size - 1} ? {size - 1} : {local})", "c")
+        values.append(em.emit(name, tuple(local if d == axis else j for d, j in enumerate(idx))))
+    expr = values[-1]
+    for (_, start, size), v in zip(reversed(parts[:-1]), reversed(values[:-1])):
+        expr = f"({i} < {start + size} ? {v} : {expr})"
+    return em.tmp(ctype_of(inst), expr) if len(values) > 1 else values[0]
 
 
 def _clamped_starts(em, inst, first: int, sizes, operand_dims):
