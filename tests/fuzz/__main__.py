@@ -1,6 +1,6 @@
 """``python -m tests.fuzz --graphs N --seed S --jobs J``: run the fuzzer in subprocess batches.
 
-Graphs ``[start, start + N)`` of seed ``S`` are split into batches of ``--batch`` graphs; each
+Graphs ``[start, start + N)`` (or ``--only`` these indices) of seed ``S`` are split into batches of ``--batch`` graphs; each
 batch is one ``tests.fuzz.worker`` process (TF imported once), at most ``--jobs`` at a time. A
 worker that dies (signal, non-zero exit) or makes no progress for ``--timeout`` seconds is
 killed; the graph it was running is counted as ``crash`` and the rest of its batch is run by a
@@ -27,15 +27,14 @@ from pathlib import Path
 
 from tests.fuzz.generator import generate
 
-STATUSES = ("ok", "tf_differs", "unsupported", "mismatch", "crash", "unclear")
+STATUSES = ("ok", "tf_differs", "xla_semantics", "unsupported", "mismatch", "crash", "unclear")
 FAILURES = ("mismatch", "crash", "unclear")
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclasses.dataclass
 class Batch:
-    start: int
-    stop: int
+    indices: list[int]
     out: Path
     proc: subprocess.Popen | None = None
     read: int = 0            # bytes of ``out`` consumed
@@ -43,14 +42,14 @@ class Batch:
     last_progress: float = 0.0
 
 
-def _spawn(seed: int, start: int, stop: int, workdir: Path, env: dict) -> Batch:
-    out = workdir / f"batch_{start}_{stop}_{time.monotonic_ns()}.jsonl"
+def _spawn(seed: int, indices: list[int], workdir: Path, env: dict) -> Batch:
+    out = workdir / f"batch_{indices[0]}_{time.monotonic_ns()}.jsonl"
     out.touch()
-    cmd = [sys.executable, "-m", "tests.fuzz.worker", "--seed", str(seed), "--start", str(start),
-           "--stop", str(stop), "--out", str(out)]
+    cmd = [sys.executable, "-m", "tests.fuzz.worker", "--seed", str(seed),
+           "--indices", ",".join(map(str, indices)), "--out", str(out)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
-    return Batch(start, stop, out, proc, last_progress=time.monotonic())
+    return Batch(indices, out, proc, last_progress=time.monotonic())
 
 
 def _poll(b: Batch, results: dict) -> None:
@@ -69,7 +68,7 @@ def _poll(b: Batch, results: dict) -> None:
         b.last_progress = time.monotonic()
 
 
-def run(seed: int, start: int, graphs: int, jobs: int, batch: int, timeout: float, cache_dir: str | None,
+def run(seed: int, indices: list[int], jobs: int, batch: int, timeout: float, cache_dir: str | None,
         progress=None) -> dict[int, dict]:
     """Every graph's result record (``status``, ``detail``, ``seconds``), keyed by index."""
     own_cache = cache_dir is None
@@ -77,13 +76,13 @@ def run(seed: int, start: int, graphs: int, jobs: int, batch: int, timeout: floa
     workdir = Path(tempfile.mkdtemp(prefix="tfxla_fuzz_"))
     env = dict(os.environ, TFXLA_CACHE_DIR=str(cache), TF_CPP_MIN_LOG_LEVEL="3",
                PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    pending = [(s, min(s + batch, start + graphs)) for s in range(start, start + graphs, batch)]
+    pending = [indices[k:k + batch] for k in range(0, len(indices), batch)]
     running: list[Batch] = []
     results: dict[int, dict] = {}
     try:
         while pending or running:
             while pending and len(running) < jobs:
-                running.append(_spawn(seed, *pending.pop(0), workdir, env))
+                running.append(_spawn(seed, pending.pop(0), workdir, env))
             time.sleep(0.2)
             for b in list(running):
                 _poll(b, results)
@@ -99,14 +98,14 @@ def run(seed: int, start: int, graphs: int, jobs: int, batch: int, timeout: floa
                 if b.running is not None and b.running not in results:
                     why = f"no progress for {timeout:g} s (killed)" if stalled else _death(b.proc)
                     results[b.running] = {"index": b.running, "status": "crash", "detail": why, "seconds": None}
-                missing = [i for i in range(b.start, b.stop) if i not in results]
+                missing = [i for i in b.indices if i not in results]
                 if missing:
                     if rc not in (0, None) and b.running is None:  # died before or between graphs
                         results[missing[0]] = {"index": missing[0], "status": "crash",
                                                "detail": _death(b.proc), "seconds": None}
                         missing = missing[1:]
                     if missing:
-                        pending.insert(0, (missing[0], b.stop))
+                        pending.insert(0, missing)
                 if progress:
                     progress(results)
     finally:
@@ -143,10 +142,13 @@ def report(seed: int, results: dict[int, dict], wall: float, *, repros: int = 50
     if unsupported:
         lines += ["", "unsupported (clear errors), by reason:"]
         lines += [f"  {n:5d}  {why[:160]}" for why, n in unsupported.most_common(20)]
-    differs = [r for r in results.values() if r["status"] == "tf_differs"]
-    if differs:
-        lines += ["", "tf_differs (tf.function disagrees with TF eager and we match tf.function):"]
-        lines += [f"  index {r['index']}: {r['detail'][:240]}" for r in sorted(differs, key=lambda r: r["index"])[:30]]
+    for status, what in (("tf_differs", "tf.function disagrees with TF eager and we match tf.function"),
+                         ("xla_semantics", "TF eager disagrees with TF's XLA and we match XLA")):
+        listed = sorted((r for r in results.values() if r["status"] == status), key=lambda r: r["index"])
+        if listed:
+            lines += ["", f"{status} ({what}):"]
+            lines += [f"  index {r['index']} ({','.join(generate(seed, r['index']).op_kinds)}): {r['detail'][:200]}"
+                      for r in listed[:30]]
     for r in failures[:repros]:
         lines += ["", f"=== {r['status']} graph seed={seed} index={r['index']}: {r['detail']}",
                   generate(seed, r["index"]).repro()]
@@ -162,6 +164,7 @@ def main(argv=None) -> int:
     p.add_argument("--graphs", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--start", type=int, default=0, help="first graph index (to resume or bisect)")
+    p.add_argument("--only", default=None, help="comma-separated graph indices instead of --start/--graphs")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--batch", type=int, default=150, help="graphs per worker process")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds without progress before a kill")
@@ -176,10 +179,11 @@ def main(argv=None) -> int:
         if time.monotonic() - last[0] > 60:
             last[0] = time.monotonic()
             c = counts(results)
-            print(f"[{time.monotonic() - t0:.0f} s] {len(results)}/{a.graphs} "
+            print(f"[{time.monotonic() - t0:.0f} s] {len(results)}/{len(indices)} "
                   + " ".join(f"{s}={c.get(s, 0)}" for s in STATUSES), flush=True)
 
-    results = run(a.seed, a.start, a.graphs, a.jobs, a.batch, a.timeout, a.cache_dir, progress)
+    indices = [int(i) for i in a.only.split(",")] if a.only else list(range(a.start, a.start + a.graphs))
+    results = run(a.seed, indices, a.jobs, a.batch, a.timeout, a.cache_dir, progress)
     if a.json:
         Path(a.json).write_text(json.dumps([results[i] for i in sorted(results)], indent=0))
     print(report(a.seed, results, time.monotonic() - t0, repros=a.repros), flush=True)

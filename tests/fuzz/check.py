@@ -3,7 +3,10 @@
 Outcomes, worst first: ``mismatch`` (a number differs beyond the tolerance table, NaN masks or
 inf signs differ, or we returned values where TF eager raised), ``unclear`` (we raised where TF
 did not, or a different error class), ``unsupported`` (``jit_compile=True`` raised
-``UnsupportedGraphError`` naming the nodes: a clear error), ``ok``. ``crash`` (a dead process or
+``UnsupportedGraphError`` naming the nodes: a clear error), ``xla_semantics`` (a number differs
+from TF eager but equals TF's own XLA, ``tf.function(jit_compile=True)``: a TF-eager quirk such as
+softmax of a row holding NaN), ``tf_differs`` (equals plain ``tf.function``, which differs from
+eager), ``ok``. ``crash`` (a dead process or
 timeout) is decided by the driver, which sees the process die.
 """
 
@@ -37,11 +40,11 @@ DEFAULT_FACTOR = 8.0  # elementwise arithmetic: a few roundings, maybe an FMA
 
 @dataclasses.dataclass
 class Outcome:
-    status: str  # "ok", "tf_differs", "unsupported", "mismatch", "unclear"
+    status: str  # one of SEVERITY but "crash" (the driver's)
     detail: str = ""
 
 
-SEVERITY = ["ok", "tf_differs", "unsupported", "unclear", "mismatch", "crash"]
+SEVERITY = ["ok", "tf_differs", "xla_semantics", "unsupported", "unclear", "mismatch", "crash"]
 
 
 def tolerance(graph: Graph, dtype: str) -> float:
@@ -143,6 +146,12 @@ def _check_mode(graph, fn, args, mode, ref, _ref_err) -> Outcome:
         plain = None
     if plain is not None and _differ(graph, plain, got) is None and _differ(graph, ref, plain) is not None:
         return Outcome("tf_differs", f"tf.function differs from TF eager, we match tf.function: {diff}")
+    try:  # TF's own XLA (what jit_compile=True means in TF): a TF-eager quirk XLA does not share
+        xla = _run(tf.function(fn, jit_compile=True, autograph=False), args)
+    except Exception:  # noqa: BLE001
+        xla = None
+    if xla is not None and _differ(graph, xla, got) is None:
+        return Outcome("xla_semantics", f"TF eager differs, we match TF's XLA: {diff}")
     return Outcome("mismatch", diff)
 
 

@@ -17,8 +17,7 @@ import time
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--start", type=int, required=True)
-    p.add_argument("--stop", type=int, required=True)
+    p.add_argument("--indices", required=True, help="comma-separated graph indices")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -27,7 +26,7 @@ def main(argv=None) -> int:
     logging.getLogger("tfxla_plugin").setLevel(logging.WARNING)
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     with open(a.out, "a", buffering=1) as out:
-        for i in range(a.start, a.stop):
+        for i in (int(v) for v in a.indices.split(",")):
             out.write(json.dumps({"start": i}) + "\n")
             t0 = time.perf_counter()
             try:
