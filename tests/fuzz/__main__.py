@@ -4,7 +4,8 @@ Graphs ``[start, start + N)`` (or ``--only`` these indices) of seed ``S`` are sp
 batch is one ``tests.fuzz.worker`` process (TF imported once), at most ``--jobs`` at a time. A
 worker that dies (signal, non-zero exit) or makes no progress for ``--timeout`` seconds is
 killed; the graph it was running is counted as ``crash`` and the rest of its batch is run by a
-new worker, so every graph is counted once. All workers share one kernel cache directory owned
+new worker, so every graph is counted once. SIGINT or SIGTERM stops the run and reports the graphs
+finished so far. All workers share one kernel cache directory owned
 by the run (a temporary directory, removed at the end, unless ``--cache-dir`` names one).
 Prints the counts table and, for every graph that is not ok/unsupported, its status, what
 differed and a Python repro. Exits 1 when any graph crashed, mismatched or raised unclearly.
@@ -47,8 +48,9 @@ def _spawn(seed: int, indices: list[int], workdir: Path, env: dict) -> Batch:
     out.touch()
     cmd = [sys.executable, "-m", "tests.fuzz.worker", "--seed", str(seed),
            "--indices", ",".join(map(str, indices)), "--out", str(out)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    with open(out.with_suffix(".stderr"), "wb") as err:  # a file, not a pipe: a full pipe would block the worker
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
     return Batch(indices, out, proc, last_progress=time.monotonic())
 
 
@@ -96,18 +98,20 @@ def run(seed: int, indices: list[int], jobs: int, batch: int, timeout: float, ca
                     _poll(b, results)
                 running.remove(b)
                 if b.running is not None and b.running not in results:
-                    why = f"no progress for {timeout:g} s (killed)" if stalled else _death(b.proc)
+                    why = f"no progress for {timeout:g} s (killed)" if stalled else _death(b)
                     results[b.running] = {"index": b.running, "status": "crash", "detail": why, "seconds": None}
                 missing = [i for i in b.indices if i not in results]
                 if missing:
                     if rc not in (0, None) and b.running is None:  # died before or between graphs
                         results[missing[0]] = {"index": missing[0], "status": "crash",
-                                               "detail": _death(b.proc), "seconds": None}
+                                               "detail": _death(b), "seconds": None}
                         missing = missing[1:]
                     if missing:
                         pending.insert(0, missing)
                 if progress:
                     progress(results)
+    except KeyboardInterrupt:  # SIGINT/SIGTERM: the graphs finished so far are the result
+        pass
     finally:
         for b in running:
             os.killpg(b.proc.pid, signal.SIGKILL)
@@ -117,10 +121,12 @@ def run(seed: int, indices: list[int], jobs: int, batch: int, timeout: float, ca
     return results
 
 
-def _death(proc: subprocess.Popen) -> str:
-    rc = proc.returncode
+def _death(b: Batch) -> str:
+    rc = b.proc.returncode
     how = f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
-    tail = (proc.stderr.read().decode(errors="replace") if proc.stderr else "").strip().splitlines()[-5:]
+    noise = ("WARNING: All log messages before absl", "oneDNN custom operations are on")
+    tail = [line for line in b.out.with_suffix(".stderr").read_text(errors="replace").strip().splitlines()
+            if not line.startswith(noise[0]) and noise[1] not in line][-5:]
     return how + ("; stderr: " + " | ".join(tail) if tail else "")
 
 
@@ -174,6 +180,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     t0 = time.monotonic()
     last = [0.0]
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill PID: report what was reached
 
     def progress(results):
         if time.monotonic() - last[0] > 60:
@@ -186,6 +193,8 @@ def main(argv=None) -> int:
     results = run(a.seed, indices, a.jobs, a.batch, a.timeout, a.cache_dir, progress)
     if a.json:
         Path(a.json).write_text(json.dumps([results[i] for i in sorted(results)], indent=0))
+    if len(results) < len(indices):
+        print(f"interrupted: {len(results)} of {len(indices)} graphs ran", flush=True)
     print(report(a.seed, results, time.monotonic() - t0, repros=a.repros), flush=True)
     return 1 if any(r["status"] in FAILURES for r in results.values()) else 0
 
