@@ -284,6 +284,61 @@ def _cumsum(b):
                   x.shape, x.dtype, x.dtype in I and x.exact, [x])
 
 
+@row("cumprod", "reduce", 0.4, FI)
+def _cumprod(b):
+    x = b.choose(FI, min_rank=1)
+    if x is None:
+        return None
+    ex, rev = (bool(b.rng.random() < 0.3) for _ in range(2))
+    return b.emit(f"tf.math.cumprod({x.name}, axis={_axis(b, x.rank)}, exclusive={ex}, reverse={rev})",
+                  x.shape, x.dtype, x.dtype in I and x.exact, [x])
+
+
+@row("reduce_logsumexp", "reduce", 0.4, F)
+def _logsumexp(b):
+    x = b.choose(F)
+    if x is None:
+        return None
+    axis, dims = _reduce_axes(b, x.rank)
+    keep = bool(b.rng.random() < 0.3)
+    shape = tuple(1 if i in dims else d for i, d in enumerate(x.shape) if keep or i not in dims)
+    return b.emit(f"tf.math.reduce_logsumexp({x.name}, axis={axis}, keepdims={keep})", shape, x.dtype, False, [x])
+
+
+@row("bias_add", "elementwise", 0.5, FI)
+def _bias_add(b):
+    x = b.choose(FI, min_rank=2)  # BiasAdd wants at least 2-D
+    if x is None:
+        return None
+    bias = b.operand(x.shape[-1:], x.dtype)
+    return b.emit(f"tf.nn.bias_add({x.name}, {bias.name})", x.shape, x.dtype, x.dtype in I and x.exact and bias.exact,
+                  [x, bias])
+
+
+# equation, operand ranks, output dims as (operand, dim) picks: matmul, batch matmul, row dots, column sums
+EINSUM = {"ij,jk->ik": (2, 2), "bij,bjk->bik": (3, 3), "ij,ij->i": (2, 2), "ij->j": (2,), "ijk->ki": (3,)}
+
+
+@row("einsum", "matmul", 0.6, FI)
+def _einsum(b):
+    eq = str(b.rng.choice(list(EINSUM)))
+    ins, out = eq.split("->")
+    specs = ins.split(",")
+    x = b.choose(FI, min_rank=len(specs[0]))
+    if x is None or x.rank != len(specs[0]):
+        return None
+    size = dict(zip(specs[0], x.shape))
+    for letter in "".join(specs[1:]):
+        size.setdefault(letter, b.dim())
+    operands = [x] + [b.operand(tuple(size[c] for c in spec), x.dtype) for spec in specs[1:]]
+    shape = tuple(size[c] for c in out)
+    if not _fits(shape):
+        return None
+    exact = x.dtype in I and all(o.exact for o in operands)
+    args = ", ".join(o.name for o in operands)
+    return b.emit(f"tf.einsum(\"{eq}\", {args})", shape, x.dtype, exact, operands)
+
+
 @row("softmax", "softmax", 1.2, F)
 def _softmax(b):
     x = b.choose(F, min_rank=1)
