@@ -33,7 +33,7 @@ OP_FACTOR = {
     **{k: 50.0 for k in ("exp", "log", "tanh", "sigmoid", "sin", "cos", "log1p", "expm1", "erf",
                          "softplus", "elu", "selu", "atan", "atan2", "pow", "rsqrt", "sqrt")},
     **{k: 50.0 for k in ("reduce_sum", "reduce_mean", "reduce_prod", "cumsum", "cumprod", "matmul", "einsum",
-                         "add_n", "softmax", "reduce_logsumexp", "squared_difference", "bias_add")},
+                         "add_n", "softmax", "reduce_logsumexp", "dense", "squared_difference", "bias_add")},
 }
 DEFAULT_FACTOR = 8.0  # elementwise arithmetic: a few roundings, maybe an FMA
 

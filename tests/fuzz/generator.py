@@ -148,8 +148,8 @@ class Builder:
             a = rng.standard_normal(n) * rng.choice([1.0, 1.0, 4.0])
         if self.specials:
             pick = rng.random(n)
-            specials = rng.choice([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e30, -1e30], n)
-            a = np.where(pick < 0.12, specials, a)
+            specials = rng.choice([np.nan, np.nan, np.inf, -np.inf, -0.0, 0.0, 1e30, -1e30], n)
+            a = np.where(pick < 0.15, specials, a)
         return a.astype(dtype).reshape(shape)
 
     # --- values ------------------------------------------------------------------------

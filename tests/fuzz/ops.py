@@ -371,6 +371,31 @@ def _matmul(b):
                   a.dtype, a.dtype in I and a.exact and other.exact, [a, other])
 
 
+ACTIVATIONS = ("tf.nn.relu({x})", "tf.nn.relu6({x})", "tf.math.maximum({x}, 0.5)", "tf.math.minimum({x}, -0.5)",
+               "tf.clip_by_value({x}, -1.0, 1.0)", "tf.nn.leaky_relu({x}, alpha=0.2)", "tf.nn.elu({x})",
+               "tf.math.sigmoid({x})", "tf.math.tanh({x})", "{x}")
+
+
+@row("dense", "matmul", 2.0, F)
+def _dense(b):
+    """A layer: matmul, maybe a bias, an activation (the oneDNN epilogue shapes: NaN must pass through)."""
+    x = b.choose(F, min_rank=2)
+    if x is None or x.rank > 3:
+        return None
+    n = b.dim() or 1
+    w = b.operand((x.shape[-1], n), x.dtype)
+    shape = x.shape[:-1] + (n,)
+    if not _fits(shape):
+        return None
+    y = b.emit(f"tf.linalg.matmul({x.name}, {w.name})", shape, x.dtype, False, [x, w])
+    if b.rng.random() < 0.5:
+        bias = b.operand((n,), x.dtype)
+        y = b.emit(f"tf.nn.bias_add({y.name}, {bias.name})" if y.rank >= 2 else f"{y.name} + {bias.name}",
+                   shape, x.dtype, False, [y, bias])
+    act = str(b.rng.choice(ACTIVATIONS))
+    return b.emit(act.format(x=y.name), shape, x.dtype, False, [y]) if act != "{x}" else y
+
+
 @row("top_k", "sort", 0.5, FI)
 def _top_k(b):
     x = b.choose(FI, exact=True, min_rank=1)
