@@ -258,3 +258,18 @@ def test_concatenate_of_a_computed_operand_then_clamp_in_a_width_3_loop_nest(ker
         y = (-(np.arange(rows[1] * 3) % 7) / 10.0 - 0.35).astype(np_type).reshape(rows[1], 3)
         got = check_module(exe, [x, y], what=f"concat clamp {dtype} {rows}")
         np.testing.assert_allclose(got[0][rows[0]:], np.clip(1 / y, -3.5, -1.5), rtol=1e-6)
+
+
+def test_pad_rows_of_width_2(kernel_cache) -> None:
+    """f64[3,2] padded by [[1,2],[0,0]]: GCC 12.2 (-O3 -march=native, AVX-512) vectorized the branchy
+    ``if (inside) a = x[..]`` into masked loads that zeroed source row 1 (found by tests/fuzz seed 0
+    graph 9794). The pad is now a select of a clamped read."""
+    for dtype in ("f64", "f32"):
+        text = module(f"pad_rows_{dtype}", [f"x: {dtype}[3,2]"], [
+            f"  %v = {dtype}[] constant(-1)",
+            f"  %out = {dtype}[6,2] pad(%x, %v), padding=1_2x0_0"], [("out", f"{dtype}[6,2]")])
+        exe = compile_many({"m": optimize(parse(text))}, kernel_cache)["m"].get()
+        np_type = np.float64 if dtype == "f64" else np.float32
+        x = np.arange(1, 7, dtype=np_type).reshape(3, 2)
+        got = check_module(exe, [x], what=f"pad rows {dtype}")
+        np.testing.assert_array_equal(got[0], np.pad(x, [[1, 2], [0, 0]], constant_values=-1))
