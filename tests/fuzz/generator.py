@@ -68,10 +68,12 @@ class Graph:
                 f"print(tfxla_plugin.function(f, jit_compile=True)({args}))\n"
                 f"print(tfxla_plugin.function(f, jit_compile=\"auto\")({args}))\n")
 
-    def make_function(self):
+    def make_function(self, tf_module=None):
+        """The graph as a Python function; ``tf_module`` replaces ``tf`` in it (check.py's reference with
+        the documented deliberate differences)."""
         source, filename = self.function_source(), f"<tests.fuzz graph {self.seed}:{self.index}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # for tracebacks
-        scope = {"tf": __import__("tensorflow"), "np": np}
+        scope = {"tf": tf_module or __import__("tensorflow"), "np": np}
         exec(compile(source, filename, "exec"), scope)
         return scope["f"]
 
