@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from backends.cpu.pipeline import optimize
+
 from tests.cpu_backend_util import (  # noqa: F401  (kernel_cache is a fixture)
     check_module, compile_many, kernel_cache, module, parse, random_args,
 )
@@ -231,3 +233,43 @@ def test_shapes_cover_zero_size_prime_and_rank_0() -> None:
                 dims.add(leaf.dims)
     for want in [(0, 3), (7, 13), (1, 1, 17), (2, 0, 5), (), (181, 191)]:
         assert want in dims, f"no instruction of dims {list(want)}"
+
+
+def test_concatenate_of_a_computed_operand_then_clamp_in_a_width_3_loop_nest(kernel_cache) -> None:
+    """concatenate(x, 1/y) along rows of width 3, then min/max: GCC 12.2 at -O3 -march=native with
+    AVX-512 if-converted the branchy concatenate into masked stride-3 group loads and gave some rows
+    of 1/y the value of x's branch (-1.5 instead of -2.857; found by tests/fuzz, seed 0 graph 368).
+    The concatenate is now a select among clamped reads."""
+    for dtype, rows in (("f64", (50, 20)), ("f64", (5, 2)), ("f32", (50, 20))):
+        text = module(f"concat_clamp_{dtype}_{rows[0]}", [f"x: {dtype}[{rows[0]},3]", f"y: {dtype}[{rows[1]},3]"], [
+            f"  %one = {dtype}[] constant(1)",
+            f"  %ones = {dtype}[{rows[1]},3] broadcast(%one), dimensions={{}}",
+            f"  %r = {dtype}[{rows[1]},3] divide(%ones, %y)",
+            f"  %c = {dtype}[{sum(rows)},3] concatenate(%x, %r), dimensions={{0}}",
+            f"  %hi = {dtype}[] constant(-1.5)",
+            f"  %his = {dtype}[{sum(rows)},3] broadcast(%hi), dimensions={{}}",
+            f"  %m = {dtype}[{sum(rows)},3] minimum(%c, %his)",
+            f"  %lo = {dtype}[] constant(-3.5)",
+            f"  %los = {dtype}[{sum(rows)},3] broadcast(%lo), dimensions={{}}",
+            f"  %out = {dtype}[{sum(rows)},3] maximum(%m, %los)"], [("out", f"{dtype}[{sum(rows)},3]")])
+        exe = compile_many({"m": optimize(parse(text))}, kernel_cache)["m"].get()  # one fused loop nest
+        np_type = np.float64 if dtype == "f64" else np.float32
+        x = np.full((rows[0], 3), 7.0, np_type)
+        y = (-(np.arange(rows[1] * 3) % 7) / 10.0 - 0.35).astype(np_type).reshape(rows[1], 3)
+        got = check_module(exe, [x, y], what=f"concat clamp {dtype} {rows}")
+        np.testing.assert_allclose(got[0][rows[0]:], np.clip(1 / y, -3.5, -1.5), rtol=1e-6)
+
+
+def test_pad_rows_of_width_2(kernel_cache) -> None:
+    """f64[3,2] padded by [[1,2],[0,0]]: GCC 12.2 (-O3 -march=native, AVX-512) vectorized the branchy
+    ``if (inside) a = x[..]`` into masked loads that zeroed source row 1 (found by tests/fuzz seed 0
+    graph 9794). The pad is now a select of a clamped read."""
+    for dtype in ("f64", "f32"):
+        text = module(f"pad_rows_{dtype}", [f"x: {dtype}[3,2]"], [
+            f"  %v = {dtype}[] constant(-1)",
+            f"  %out = {dtype}[6,2] pad(%x, %v), padding=1_2x0_0"], [("out", f"{dtype}[6,2]")])
+        exe = compile_many({"m": optimize(parse(text))}, kernel_cache)["m"].get()
+        np_type = np.float64 if dtype == "f64" else np.float32
+        x = np.arange(1, 7, dtype=np_type).reshape(3, 2)
+        got = check_module(exe, [x], what=f"pad rows {dtype}")
+        np.testing.assert_array_equal(got[0], np.pad(x, [[1, 2], [0, 0]], constant_values=-1))

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import tfxla_plugin
+
 from tests.lowering_harness import check_lowering
 from tests.shape_inputs import ALL_DTYPES, dtype_id, sample
 
@@ -137,3 +139,14 @@ def test_strided_slice_int64_spec() -> None:
         return R.StridedSlice(input=t, begin=tf.constant([-1, 0], tf.int64), end=tf.constant([0, 3], tf.int64),
                               strides=tf.constant([-1, 2], tf.int64), end_mask=1)
     check_lowering(fn, sample(np.float32, (4, 3), seed=7))
+
+
+def test_mirror_pad_past_the_dimension_raises_invalid_argument_like_tf_eager() -> None:
+    """REFLECT needs paddings < the dimension (0 < 0 fails on an empty one): TF eager raises
+    InvalidArgumentError, and so does the compiled function (it raised a bare LoweringError)."""
+    fn = lambda t: tf.pad(t, [[0, 0], [1, 1]], mode="REFLECT") * 2  # noqa: E731
+    x = tf.zeros((0, 3))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="paddings must be less than the dimension size"):
+        fn(x)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="node 'MirrorPad'.*must be less than the dimension"):
+        tfxla_plugin.function(fn, jit_compile=True)(x)

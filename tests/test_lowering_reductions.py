@@ -10,8 +10,9 @@ import pytest
 import tensorflow as tf
 
 import hlo
+import tfxla_plugin
 from hlo.dtypes import PrimitiveType as P
-from hlo.lowering import LoweringError
+from hlo.lowering import InvalidArgumentLoweringError, LoweringError
 from hlo.lowering.registry import rule_for
 from tests.lowering_harness import check_lowering, lower_fn
 
@@ -226,8 +227,19 @@ def test_bad_axes_are_rejected(fn, axes, match) -> None:
 
 
 def test_argmax_over_empty_axis_is_rejected() -> None:
-    with pytest.raises(LoweringError, match="reduction axis 0 is empty"):
+    with pytest.raises(InvalidArgumentLoweringError, match="reduction axis 0 is empty"):
         lower_fn(lambda t: tf.argmax(t, axis=0), np.zeros((0, 3), np.float32))
+
+
+def test_argmax_over_empty_axis_raises_invalid_argument_like_tf_eager() -> None:
+    """TF eager raises InvalidArgumentError; the compiled function raises the same class, naming the node
+    (it raised a bare LoweringError, which callers catching tf.errors did not see)."""
+    fn = lambda t: tf.argmax(t, axis=0, output_type=tf.int32) + 1  # noqa: E731
+    x = tf.zeros((0, 3))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Reduction axis 0 is empty"):
+        fn(x)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="node 'ArgMax'.*reduction axis 0 is empty"):
+        tfxla_plugin.function(fn, jit_compile=True)(x)
 
 
 def test_non_constant_axes_are_rejected() -> None:

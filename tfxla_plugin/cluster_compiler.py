@@ -36,7 +36,7 @@ from typing import Callable
 
 from backends.cpu.pipeline import OptimizeOptions, optimize_with_passes
 from hlo.ir import HloModule
-from hlo.lowering import InputSpec, lower_graph
+from hlo.lowering import InputSpec, InvalidArgumentLoweringError, lower_graph
 from hlo.passes.fusion import FusionDecision, FusionPass, FusionRecord
 from hlo.passes.fusion import render as render_fusion
 from tfxla_plugin import kernel_backends
@@ -135,7 +135,11 @@ def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list
     backend = kernel_backends.get(flags.backend)
     backend.check()
     start = time.perf_counter()
-    module = lower_graph(graph_def, inputs, outputs, name=name, sources=sources, library=library)
+    try:
+        module = lower_graph(graph_def, inputs, outputs, name=name, sources=sources, library=library)
+    except InvalidArgumentLoweringError as e:  # TF's kernel rejects these inputs the same way at run time
+        import tensorflow as tf
+        raise tf.errors.InvalidArgumentError(None, None, str(e)) from e
     dumper = _Dumper(flags.dump_to, name, flags.dump_passes) if flags.dump_to else None
     if dumper is not None:
         dumper.write("before_optimizations.txt", module.to_text())

@@ -2,7 +2,7 @@
 
 Data-movement ops never touch memory here: they rewrite the index and ask
 their operand for the element there (broadcast drops dims, transpose permutes,
-slice offsets, pad and concatenate choose with a conditional). Reduce, dot
+slice offsets, pad and concatenate select among reads at clamped indices). Reduce, dot
 and reduce-window open an inner loop over their reduced dims with
 accumulators, inlining the reducer computation.
 """
@@ -84,8 +84,15 @@ def _reverse(em, inst, idx):
 
 @elemental(Opcode.PAD)
 def _pad(em, inst, idx):
+    """The operand's element at the source index clamped into the operand, or the padding value, by a
+    select: no load inside a branch (GCC 12.2 vectorizes ``if (inside) a = x[..];`` in a loop nest with
+    an inner dim of 2 into masked loads that zeroed a row of f64[3,2] padded by [[1,2],[0,0]]; found by
+    tests/fuzz seed 0 graph 9794). An empty operand has nothing to read: the result is the padding."""
     cfg = inst.attr("padding")
     src_dims = em.operand_shape(inst, 0).dims
+    pad_value = em.operand(inst, 1, ())
+    if 0 in src_dims:
+        return pad_value
     conds, src = [], []
     for i, d, n in zip(idx, cfg, src_dims):
         shifted = f"({i} - ({d.low}))" if d.low else i
@@ -93,37 +100,41 @@ def _pad(em, inst, idx):
             conds.append(f"{shifted} % {d.interior + 1} == 0")
             shifted = f"({shifted} / {d.interior + 1})"
         conds += [f"{shifted} >= 0", f"{shifted} < {n}"]
-        src.append(shifted)
-    value = em.var(ctype_of(inst), em.operand(inst, 1, ()))
+        src.append(em.tmp("int64_t", f"({shifted} < 0 ? 0 : ({shifted} > {n - 1} ? {n - 1} : {shifted}))", "c"))
     inside = em.tmp("int", " && ".join(f"({c})" for c in conds) or "1", "in")
-    with em.buf.block(f"if ({inside})"):
-        em.push()
-        v = em.operand(inst, 0, tuple(src))
-        em.buf.line(f"{value} = {v};")
-        em.pop()
-    return value
+    v = em.operand(inst, 0, tuple(src))
+    return em.tmp(ctype_of(inst), f"({inside} ? {v} : {pad_value})")
 
 
 @elemental(Opcode.CONCATENATE)
 def _concatenate(em, inst, idx):
+    """Every non-empty operand's element at its index clamped into the operand, then one chosen by a
+    select chain: no loads inside branches. GCC 12.2 miscompiles the branchy form (``if (i < 5) a =
+    x[..]; else a = 1.0 / y[..];`` then min/max) in a vectorized loop nest whose inner dim is 3:
+    the if-converted masked loads of the stride-3 group gave lanes of the second operand the clamp
+    of the first (tests/test_cpu_backend_shapes.py, found by tests/fuzz)."""
     (axis,) = inst.attr("dimensions")
-    if len(inst.operands) == 1:
-        return em.operand(inst, 0, idx)
-    value = em.var(ctype_of(inst), "0")
-    offset = 0
-    for k, name in enumerate(inst.operands):
+    parts, offset = [], 0
+    for name in inst.operands:
         size = em.comp[name].shape.dims[axis]
-        if k == len(inst.operands) - 1:
-            header = "else"
-        else:
-            header = ("else if" if k else "if") + f" ({idx[axis]} < {offset + size})"
-        with em.buf.block(header):
-            em.push()
-            sub = tuple(f"({i} - {offset})" if d == axis and offset else i for d, i in enumerate(idx))
-            em.buf.line(f"{value} = {em.emit(name, sub)};")
-            em.pop()
+        if size:
+            parts.append((name, offset, size))
         offset += size
-    return value
+    if not parts:
+        return em.var(ctype_of(inst), "0")
+    i = idx[axis]
+    values = []
+    for k, (name, start, size) in enumerate(parts):
+        local = f"({i} - {start})" if start else i
+        if k:
+            local = f"({local} < 0 ? 0 : {local})"
+        if k < len(parts) - 1:
+            local = em.tmp("int64_t", f"({local} > {size - 1} ? {size - 1} : {local})", "c")
+        values.append(em.emit(name, tuple(local if d == axis else j for d, j in enumerate(idx))))
+    expr = values[-1]
+    for (_, start, size), v in zip(reversed(parts[:-1]), reversed(values[:-1])):
+        expr = f"({i} < {start + size} ? {v} : {expr})"
+    return em.tmp(ctype_of(inst), expr) if len(values) > 1 else values[0]
 
 
 def _clamped_starts(em, inst, first: int, sizes, operand_dims):

@@ -5,11 +5,11 @@
 turns a GraphDef subgraph into a verified ``HloModule``.
 """
 
-from hlo.lowering.errors import LoweringError, UnsupportedOpError
+from hlo.lowering.errors import InvalidArgumentLoweringError, LoweringError, UnsupportedOpError
 from hlo.lowering.graph import InputSpec, lower_graph, parse_tensor_name
 from hlo.lowering.registry import LOWERINGS, NEVER_COMPILED, Verdict, can_lower, register_lowering, supported_ops
 
 __all__ = [
-    "LoweringError", "UnsupportedOpError", "InputSpec", "lower_graph", "parse_tensor_name", "LOWERINGS",
+    "InvalidArgumentLoweringError", "LoweringError", "UnsupportedOpError", "InputSpec", "lower_graph", "parse_tensor_name", "LOWERINGS",
     "NEVER_COMPILED", "Verdict", "can_lower", "register_lowering", "supported_ops",
 ]

@@ -18,7 +18,7 @@ from hlo.builder import ComputationBuilder, Value
 from hlo.dtypes import PrimitiveType
 from hlo.ir import HloComputation
 from hlo.lowering import tf_types
-from hlo.lowering.errors import LoweringError
+from hlo.lowering.errors import InvalidArgumentLoweringError, LoweringError
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape
 
@@ -81,6 +81,11 @@ class LoweringContext:
 
     def error(self, message: str) -> LoweringError:
         return LoweringError(message, self.node.name, self.node.op, self._lowering.source_of(self.node.name))
+
+    def invalid_argument(self, message: str) -> InvalidArgumentLoweringError:
+        """The error for inputs TF's kernel rejects with InvalidArgumentError (see the class)."""
+        return InvalidArgumentLoweringError(message, self.node.name, self.node.op,
+                                            self._lowering.source_of(self.node.name))
 
     def attr(self, name: str, default: Any = _MISSING) -> Any:
         if name in self.node.attr:

@@ -29,3 +29,9 @@ class UnsupportedOpError(LoweringError):
                  dtype: str | None = None, source: tuple[str, int] | None = None):
         super().__init__(message, node, op_type, source)
         self.dtype = dtype
+
+
+class InvalidArgumentLoweringError(LoweringError):
+    """Inputs the op rejects, as TF's kernel would at run time with ``InvalidArgumentError`` (an empty
+    ArgMax axis, MirrorPad paddings past the dimension): shapes are static here, so we know while
+    compiling. ``compile_cluster`` raises it to the caller as ``tf.errors.InvalidArgumentError``."""

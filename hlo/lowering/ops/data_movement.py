@@ -154,7 +154,7 @@ def mirror_pad(ctx):
     pads = _paddings(ctx, len(dims))
     for axis, ((lo, hi), n) in enumerate(zip(pads.tolist(), dims)):
         if max(lo, hi) > n - off:
-            raise ctx.error(f"paddings {[lo, hi]} of dimension {axis} must be "
+            raise ctx.invalid_argument(f"paddings {[lo, hi]} of dimension {axis} must be "
                             f"{'less than' if off else 'no greater than'} the dimension size {n}")
         if lo == hi == 0:
             continue

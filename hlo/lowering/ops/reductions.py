@@ -142,7 +142,7 @@ def _arg(direction: ComparisonDirection, initial, identity):
             raise ctx.error(f"{ctx.op_type} takes one dimension, got {axes}")
         (axis,) = ru.reduction_axes(ctx, axes, len(dims))
         if dims[axis] == 0:
-            raise ctx.error(f"{ctx.op_type}: reduction axis {axis} is empty in shape {list(dims)}")
+            raise ctx.invalid_argument(f"{ctx.op_type}: reduction axis {axis} is empty in shape {list(dims)}")
         vtype, itype = x.shape.dtype, ctx.dtype_attr("output_type")
         idx = ctx.b.iota(iota_dimension=axis, shape=Shape.array(itype, dims))
         if vtype.is_float:
