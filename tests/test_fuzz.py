@@ -6,8 +6,6 @@ or unclear error fails with the graphs' repros.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
@@ -18,29 +16,12 @@ from tests.fuzz.generator import generate
 SEED = 1
 GRAPHS = 240  # ~2 min on 2 busy cores, in 2 worker processes (measured: tests/fuzz/README.md)
 
-# Open bugs owned by other work, tolerated here until their fixes merge: (detail pattern, an op kind the
-# graph must hold or None) -> what it is. Delete an entry once its fix is on main (the fuzzer must then
-# show 0 for it).
-KNOWN_OPEN = {
-    (r"jit_compile='auto': KeyError: 'cluster_0'", None): "auto: a cluster nothing uses has no launch",
-    (r"returned values where TF eager raised InvalidArgumentError: .*GatherV2.* is not in \[0, \d+\)", None):
-        "gather of an out-of-range index returns a value instead of raising (gather bounds checks)",
-    (r"NaN mask: .* got np\.float32\((?!nan)", "dense"):
-        "oneDNN matmul epilogue (relu/max/min/clip post-op) drops a NaN",
-}
-
-
-def _known(r: dict) -> str | None:
-    kinds = generate(SEED, r["index"]).op_kinds
-    return next((why for (pattern, op), why in KNOWN_OPEN.items()
-                 if re.search(pattern, r["detail"]) and (op is None or op in kinds)), None)
-
 
 @pytest.mark.slow
 def test_fuzz_graphs_match_tf_eager() -> None:
     results = fuzz.run(SEED, list(range(GRAPHS)), jobs=2, batch=GRAPHS // 2, timeout=300, cache_dir=None)
     assert sorted(results) == list(range(GRAPHS))
-    failures = [r for r in results.values() if r["status"] in fuzz.FAILURES and not _known(r)]
+    failures = [r for r in results.values() if r["status"] in fuzz.FAILURES]
     counts = fuzz.counts(results)
     assert counts["ok"] >= GRAPHS * 0.9, counts  # the generator still makes graphs we compile and run
     report = "\n\n".join(f"{r['status']} index={r['index']}: {r['detail']}\n{generate(SEED, r['index']).repro()}"
