@@ -211,6 +211,8 @@ NAN_TAILS = {  # (epilogue, post-ops before the loop, whether the loop finishes 
                             "ROOT %y = $T select(%lt, %x, %six)", ["bias"], True),
     "max_scalar_parameter": ("%sb = $T broadcast(%p4), dimensions={}\nROOT %y = $T maximum(%x, %sb)", ["bias"], True),
     "exp": ("ROOT %y = $T exponential(%x)", ["bias"], True),  # oneDNN's exp(NaN) is +inf
+    "scaled_relu": (ZERO + "%sb = $T broadcast(%p4), dimensions={}\n%m = $T multiply(%x, %sb)\n"
+                    "ROOT %y = $T maximum(%m, %z)", ["bias", "binary_mul"], True),
     # a residual as a post-op (oneDNN is pointed at scratch if the result is the residual's buffer)
     "residual_then_relu": (ZERO + "%s = $T add(%x, %p3)\nROOT %y = $T maximum(%s, %z)", ["bias", "binary_add"], True),
     # the loop reads an operand as large as the result, which may share its buffer: from scratch
@@ -239,14 +241,79 @@ def test_nan_keeping_clamp_runs_after_the_library_op(case: str, hero: str, cache
     src = exe.source
     assert uses_dnnl(exe)
     body = src[src.index("static int comp_0"):]
-    assert "for (int64_t" in body[body.rindex("dnnl_primitive_execute"):]
-    appended = [line for line in src.splitlines() if "dnnl_post_ops_append" in line]
+    # the NaN-keeping primitive is dnnl0 (a guarded fast one, if any, is dnnl1: FAST_PATHS)
+    assert "for (int64_t" in body[body.index("dnnl_primitive_execute(st_->dnnl0_prim"):].split("dnnl1")[0]
+    appended = [line for line in _init_function(src, 0).splitlines() if "dnnl_post_ops_append" in line]
     assert len(appended) == len(ops) - 1
     for line, op in zip(appended, ops[1:]):
         assert _expected_source(op) in line
     result = re.search(r"float\* const (\w+) = \(float\*\)\(r\[0\]\);", body).group(1)
-    assert (_library_dst(body) == result) == in_place
+    assert (_library_dst(body.split("st_->dnnl1_")[0]) == result) == in_place
     check_numbers(exe)
+
+
+def _init_function(src: str, k: int) -> str:
+    start = src.index(f"static int tfxla_dnnl_init_{k}(")
+    return src[start:src.index("\n}\n", start)]
+
+
+# --- NaN: the fast primitive with the clamp post-ops, run when the inputs prove no NaN can arise -----
+
+FAST_PATHS = {  # NAN_TAILS case -> the post-ops of its guarded fast primitive after the bias
+    "relu_tf_select": ["relu"], "relu6_clamp": ["clip"], "min_only": ["clip"], "exp": ["exp"],
+    "max_scalar_parameter": ["binary_max"], "relu_then_residual": ["relu", "binary_add"],
+    "scaled_relu": ["binary_mul", "relu"],
+}
+
+
+@pytest.mark.parametrize("hero", ["dot", "conv"])
+@pytest.mark.parametrize("case", list(FAST_PATHS))
+def test_fast_primitive_runs_when_the_inputs_bound_the_result(case: str, hero: str, cache) -> None:
+    """Both primitives are built at init; the call runs the NaN-keeping one (dnnl0, then the loop) only when
+    its check of max|input| * max|weights| * K (+ bias, side operands) cannot prove the chain finite."""
+    exe = compile_text(output_fusion(_for_hero(NAN_TAILS[case][0], hero), hero), cache)
+    src = exe.source
+    body = src[src.index("static int comp_0"):]
+    fast = [line for line in _init_function(src, 1).splitlines() if "dnnl_post_ops_append" in line]
+    assert len(fast) == len(FAST_PATHS[case])
+    for line, op in zip(fast, FAST_PATHS[case]):
+        assert _expected_source(op) in line
+    check = re.search(r"int (fast\d+);", body).group(1)
+    assert body.index(f"if (!{check})") < body.index("dnnl0_prim") < body.index("\n  else {") < body.index("dnnl1_prim")
+    assert "tfxla_absmax_f32((const void*)(b2)" in body  # the activations, checked per call
+    check_numbers(exe)
+
+
+def _overflowing_args(module, hero: str, where: str) -> list[np.ndarray]:
+    """Finite activations for ``output_fusion`` with NaN before the clamp: a NaN weight, a NaN bias, or
+    products overflowing to +inf (3e38 * 10, all of one sign: +inf in any summation order) scaled by 0
+    (``scaled_relu``). A fast primitive chosen without a check would clamp those NaN to a bound."""
+    a, w, b, r, _ = args_for(module, seed=5)
+    if where == "overflow":
+        a[(0, 0) if hero == "dot" else (0, 1, 1, 0)] = a[(0, 1) if hero == "dot" else (0, 1, 1, 1)] = 3e38
+        w[..., 0, :] = w[..., 1, :] = 10.0
+    elif where == "weight":
+        w[(3, 5) if hero == "dot" else (1, 1, 2, 5)] = np.nan
+    else:
+        b[7] = np.nan
+    return [a, w, b, r, np.float32(0.0 if where == "overflow" else 0.5)]
+
+
+@pytest.mark.parametrize("hero", ["dot", "conv"])
+@pytest.mark.parametrize("case,where", [("scaled_relu", "overflow"), ("relu_tf_select", "weight"),
+                                        ("relu6_clamp", "bias"), ("max_scalar_parameter", "weight"),
+                                        ("min_only", "bias")])
+def test_nan_from_finite_activations_is_kept(case: str, where: str, hero: str, cache) -> None:
+    exe = compile_text(output_fusion(_for_hero(NAN_TAILS[case][0], hero), hero), cache)
+    assert "tfxla_dnnl_init_1" in exe.source  # a fast primitive exists, and must not run for these
+    args = _overflowing_args(exe.module, hero, where)
+    assert np.isfinite(args[0]).all()
+    got = np.asarray(exe(*args)[0], np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = np.asarray(hlo.evaluate(exe.module, *args)[0], np.float64)
+    assert np.isnan(want).sum() >= 6
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True)
 
 
 def _special_args(module, hero: str) -> list[np.ndarray]:

@@ -87,7 +87,7 @@ def p(op, *children) -> Pat:
     return Pat(op, tuple(Const(float(c)) if isinstance(c, (int, float)) else c for c in children))
 
 
-K = Capture("k")
+K, LO, HI = Capture("k"), Capture("lo"), Capture("hi")
 _ASSOC = (O.ADD, O.MULTIPLY)
 
 
@@ -131,6 +131,20 @@ TEMPLATES: dict[O, list[tuple[Pat, object]]] = {
 # return the side value where the accumulator is NaN.
 BINARY = {O.ADD: ("add", True), O.MULTIPLY: ("mul", True), O.SUBTRACT: ("sub", False),
           O.DIVIDE: ("div", False)}
+
+# The post-ops that are exact only while the accumulator is not NaN (oneDNN returns the bound, the side
+# value, or +inf for exp): matched with ``exact_nan=False`` for the fast primitive that ``dnnl_guard``
+# runs when the call's inputs are proven to keep every intermediate finite.
+NAN_MASKING: dict[O, list[tuple[Pat, object]]] = {
+    O.EXPONENTIAL: [(p(O.EXPONENTIAL, X), lambda b: (Eltwise("exp"),))],
+    O.MAXIMUM: [(p(O.MAXIMUM, X, K), _clip(lambda b: b["k"], lambda b: INF))],
+    O.MINIMUM: [(p(O.MINIMUM, X, K), _clip(lambda b: -INF, lambda b: b["k"]))],
+    O.CLAMP: [(p(O.CLAMP, LO, X, HI), _clip(lambda b: b["lo"], lambda b: b["hi"]))],
+    O.SELECT: [(p(O.SELECT, p("less", X, K), K, X), _clip(lambda b: b["k"], lambda b: INF)),
+               (p(O.SELECT, p("less", K, X), K, X), _clip(lambda b: -INF, lambda b: b["k"])),
+               (p(O.SELECT, p("less", X, K), X, K), _clip(lambda b: -INF, lambda b: b["k"]))],
+}
+NAN_MASKING_BINARY = {O.MAXIMUM: ("max", True), O.MINIMUM: ("min", True)}
 
 
 # --- matching --------------------------------------------------------------------------------------
@@ -262,7 +276,9 @@ def _close(a: float, b: float) -> bool:
     return a == b or abs(a - b) <= 1e-6 * max(abs(a), abs(b))
 
 
-def match_epilogue(comp: HloComputation, hero: str) -> EpilogueMatch:
+def match_epilogue(comp: HloComputation, hero: str, exact_nan: bool = True) -> EpilogueMatch:
+    """The longest exact post-op prefix of ``hero``'s epilogue; with ``exact_nan=False`` also the post-ops
+    that are exact only for a non-NaN accumulator (``NAN_MASKING``)."""
     m = _Matcher(comp, hero)
     shape = comp[hero].shape
     best: dict[str, tuple[PostOp, ...]] = {hero: ()}
@@ -270,7 +286,7 @@ def match_epilogue(comp: HloComputation, hero: str) -> EpilogueMatch:
         if inst.name in best or not isinstance(inst.shape, Shape) or inst.shape.dtype != shape.dtype \
                 or inst.shape.dims != shape.dims:
             continue
-        found = _step(m, inst, best, shape.dims)
+        found = _step(m, inst, best, shape.dims, exact_nan)
         if found is not None:
             best[inst.name] = found
     for name in reversed([i.name for i in comp.instructions]):
@@ -279,13 +295,15 @@ def match_epilogue(comp: HloComputation, hero: str) -> EpilogueMatch:
     raise AssertionError("unreachable: the hero itself is always a cut")
 
 
-def _step(m: _Matcher, inst: HloInstruction, best: dict, dims) -> tuple[PostOp, ...] | None:
-    for pat, make in TEMPLATES.get(inst.opcode, ()):
+def _step(m: _Matcher, inst: HloInstruction, best: dict, dims, exact_nan: bool) -> tuple[PostOp, ...] | None:
+    templates = TEMPLATES.get(inst.opcode, [])
+    binary = BINARY if exact_nan else {**BINARY, **NAN_MASKING_BINARY}
+    for pat, make in templates if exact_nan else templates + NAN_MASKING.get(inst.opcode, []):
         for bind in m.match(pat, inst.name, {}):
             if bind[X] in best:
                 return best[bind[X]] + make(bind)
-    if inst.opcode in BINARY:
-        alg, commutative = BINARY[inst.opcode]
+    if inst.opcode in binary:
+        alg, commutative = binary[inst.opcode]
         a, b = inst.operands
         for x, s in ((a, b), (b, a)) if commutative else ((a, b),):
             side = m.side(s, dims) if x in best else None

@@ -24,10 +24,10 @@ import math
 
 from backends.codegen.buffer import IndentedBuffer
 from backends.cpu import ctypes_c as C
-from backends.cpu import dnnl
+from backends.cpu import dnnl, dnnl_guard
 from backends.cpu.codegen import Buf, ComputationEmitter, Value, parallel_for_pragma, parallel_loops, top_level
 from backends.cpu.dnnl import Binary, ConvWindow, DnnlPrimitive, Eltwise, Tensor
-from backends.cpu.dnnl_epilogue import match_epilogue
+from backends.cpu.dnnl_epilogue import EpilogueMatch, match_epilogue
 from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, linear_index
 from hlo.attributes import FusionKind
 from hlo.dtypes import PrimitiveType as P
@@ -230,13 +230,12 @@ def _output_fusion(em: ComputationEmitter, inst: HloInstruction, target: Value):
     full = match.cut == comp.root_name
     in_place = full or tail_in_place(comp, match.cut, target.shape)
     dst_buf = target if in_place else Buf(em.names.fresh("b"), Shape.array(hero.shape.dtype, hero.shape.dims))
-    plan = _PLANS[hero.opcode](hero, operands[0], operands[1], dst_buf)
-    if plan is None:
+    aliases: dict = {}
+    built = _primitive(em, inst, comp, hero, operands, match, dst_buf)
+    if built is None:
         return False
-    prelude = IndentedBuffer()  # computes the epilogue's small side operands, before the primitive runs
-    post_ops = _post_ops(em, inst, comp, plan, match.ops, prelude)
-    if post_ops is None or len(post_ops) > dnnl.MAX_POST_OPS:
-        return False
+    if in_place:
+        _route_alias(em, inst, built[1], target, aliases)
     tail = None
     if not full:
         tail = _epilogue_loop(em, inst, comp, match.cut, dst_buf, target)
@@ -246,20 +245,69 @@ def _output_fusion(em: ComputationEmitter, inst: HloInstruction, target: Value):
             ctype = C.storage(dst_buf.shape.dtype)
             region = em.alloc_bytes(dst_buf.shape.byte_size, f"{inst.name}#dnnl")
             em.decls.line(f"{ctype}* const {dst_buf.ptr} = ({ctype}*){region};")
+    fast = None if full else _fast_primitive(em, inst, comp, hero, operands, match, target, aliases)
+    if fast is None:
+        _emit(em, install, built, tail)
+        return None
+    em.buf.splice(fast[0])
+    ok = dnnl_guard.emit_check(em, fast[1])
+    with em.buf.block(f"if (!{ok})"):  # NaN possible: the NaN-keeping primitive and loop
+        _emit(em, install, built, tail)
+    with em.buf.block("else"):
+        _emit(em, install, (IndentedBuffer(), fast[1]), None)
+    return None
+
+
+def _emit(em: ComputationEmitter, install, built: tuple[IndentedBuffer, DnnlPrimitive], tail) -> None:
+    em.buf.splice(built[0])
+    built[1].emit(em, install)
+    if tail is not None:
+        em.buf.splice(tail)
+
+
+def _primitive(em: ComputationEmitter, inst: HloInstruction, comp: HloComputation, hero: HloInstruction, operands,
+               match: EpilogueMatch, dst_buf: Buf) -> tuple[IndentedBuffer, DnnlPrimitive] | None:
+    """The primitive computing ``match.cut`` into ``dst_buf`` and the prelude computing its small side
+    operands (run before it), or None when oneDNN cannot describe it."""
+    plan = _PLANS[hero.opcode](hero, operands[0], operands[1], dst_buf)
+    if plan is None:
+        return None
+    prelude = IndentedBuffer()  # computes the epilogue's small side operands, before the primitive runs
+    post_ops = _post_ops(em, inst, comp, plan, match.ops, prelude)
+    if post_ops is None or len(post_ops) > dnnl.MAX_POST_OPS:
+        return None
     bias = None
     if post_ops and _is_bias(post_ops[0], plan):
         bias = post_ops.pop(0).src1
         bias = Tensor((bias.dims[plan.channel],), (1,), bias.dtype, bias.ptr) if plan.conv else bias
-    alias = None
-    if in_place and any(isinstance(op, Binary) and op.src1.dims == plan.dst.dims for op in post_ops):
-        # buffer assignment may give the result the buffer of a dying residual operand
-        alias = (em.alloc_bytes(target.shape.byte_size, f"{inst.name}#alias"), target.shape.byte_size)
-    em.buf.splice(prelude)
-    DnnlPrimitive(f"%{inst.name}", plan.src, plan.wei, plan.dst, bias, post_ops, plan.conv,
-                  alias).emit(em, install)
-    if tail is not None:
-        em.buf.splice(tail)
-    return None
+    prim = DnnlPrimitive(f"%{inst.name}", plan.src, plan.wei, plan.dst, bias, post_ops, plan.conv)
+    return prelude, prim
+
+
+def _route_alias(em: ComputationEmitter, inst: HloInstruction, prim: DnnlPrimitive, target: Buf,
+                 aliases: dict) -> None:
+    """Buffer assignment may give a result written in place the buffer of a dying residual operand: such a
+    primitive writes through scratch when they alias (one region shared by the primitives of a fusion)."""
+    if any(isinstance(op, Binary) and op.src1.dims == prim.dst.dims for op in prim.post_ops):
+        if "alias" not in aliases:
+            size = target.shape.byte_size
+            aliases["alias"] = (em.alloc_bytes(size, f"{inst.name}#alias"), size)
+        prim.alias_scratch = aliases["alias"]
+
+
+def _fast_primitive(em: ComputationEmitter, inst: HloInstruction, comp: HloComputation, hero: HloInstruction,
+                    operands, safe: EpilogueMatch, target: Buf,
+                    aliases: dict) -> tuple[IndentedBuffer, DnnlPrimitive] | None:
+    """The whole fusion as one primitive with NaN-masking post-ops (``exact_nan=False``), when that
+    matches the fusion fully, goes further than ``safe`` and ``dnnl_guard`` can prove it exact per call."""
+    fast = match_epilogue(comp, hero.name, exact_nan=False)
+    if fast.cut != comp.root_name or fast.ops == safe.ops:
+        return None
+    built = _primitive(em, inst, comp, hero, operands, fast, target)
+    if built is None or not dnnl_guard.applies(built[1]):
+        return None
+    _route_alias(em, inst, built[1], target, aliases)
+    return built
 
 
 def tail_in_place(comp: HloComputation, cut: str, out: Shape) -> bool:

@@ -1,0 +1,151 @@
+"""A per-call proof that a oneDNN primitive's NaN-masking post-ops are exact, and the check that runs it.
+
+oneDNN's ``relu``, ``clip``, binary ``max``/``min`` and ``exp`` post-ops are exact for a non-NaN
+accumulator and wrong for a NaN one (they return the bound, the side value, +inf), so an output fusion
+ending in them is computed NaN-keeping: the primitive stops before them and a loop over the result
+applies them (``dnnl_epilogue``). That loop is a visible share of memory-bound layers. A NaN in the chain
+can only come from a non-finite input (activation, weights, bias, side operand) or from an intermediate
+overflowing to +-inf (finite partial sums reaching +inf and -inf, inf * 0, ...). So the kernel also
+builds the primitive with those post-ops (``exact_nan=False``, the fast one) and, per call, runs it
+when a bound proves every intermediate finite:
+
+    b = max|src| * max|weights| * K            (K: products summed per output element)
+    b += max|bias|, then per post-op: linear(a, c): |a| b + |c|; add/sub: b + max|s|; mul: b * max|s|;
+    max/min: max(b, max|s|); relu: b; clip(lo, hi): max(b, finite |lo|, |hi|); exp: e^b
+
+with every ``b < FINITE_LIMIT`` (1e37, FLT_MAX / 34: room for the float rounding of a K-term sum,
+(1 + 2^-24)^K < 34 up to K = 5.9e7). ``max|t|`` is one vectorized read of ``t``'s bit patterns
+(``tfxla_absmax_*``: the unsigned maximum of ``bits & 0x7fff...``, which orders NaN and inf above every
+finite value and is returned as +inf); for constants it is computed once in ``tfxla_init``. Otherwise
+the NaN-keeping primitive and loop run. A chain with any other post-op (tanh, log, ...), f16 inputs,
+or a check that would read more than ``CHECK_RATIO`` times the result's elements (and more than
+``CHECK_FREE``) per call has no fast primitive: e.g. a matmul with parameter weights and few rows,
+where the loop is cheap next to the library op anyway.
+"""
+
+from __future__ import annotations
+
+import math
+
+from backends.cpu.dnnl import Binary, DnnlPrimitive, Eltwise, Tensor
+from hlo.dtypes import PrimitiveType as P
+
+FINITE_LIMIT = 1e37
+# The check reads its inputs once; the NaN-keeping loop it saves reads and writes the result. A check of
+# at most CHECK_FREE elements (16 KiB, well under a microsecond) is always worth it.
+CHECK_RATIO = 2
+CHECK_FREE = 4096
+
+_ABSMAX = {P.F32: "tfxla_absmax_f32", P.BF16: "tfxla_absmax_bf16"}
+
+_HELPERS = r"""
+/* max |x| over n floats (bf16: their top halves) from their bit patterns: +inf when one is NaN or +-inf. */
+__attribute__((unused)) static double tfxla_absmax_f32(const void* p, int64_t n, int par) {
+  const uint32_t* u = (const uint32_t*)p;
+  uint32_t m = 0;
+  #pragma omp parallel for simd schedule(static) reduction(max:m) if(par)
+  for (int64_t i = 0; i < n; ++i) { const uint32_t v = u[i] & 0x7fffffffu; m = v > m ? v : m; }
+  if (m >= 0x7f800000u) return INFINITY;
+  float f;
+  memcpy(&f, &m, sizeof f);
+  return f;
+}
+__attribute__((unused)) static double tfxla_absmax_bf16(const void* p, int64_t n, int par) {
+  const uint16_t* u = (const uint16_t*)p;
+  uint16_t m = 0;
+  #pragma omp parallel for simd schedule(static) reduction(max:m) if(par)
+  for (int64_t i = 0; i < n; ++i) { const uint16_t v = (uint16_t)(u[i] & 0x7fffu); m = v > m ? v : m; }
+  if (m >= 0x7f80u) return INFINITY;
+  const uint32_t w = (uint32_t)m << 16;
+  float f;
+  memcpy(&f, &w, sizeof f);
+  return f;
+}
+"""
+
+
+def span(t: Tensor) -> int:
+    """Elements from ``t.ptr`` covering every element of the view (all inside its buffer)."""
+    return 1 + sum((d - 1) * s for d, s in zip(t.dims, t.strides))
+
+
+def contraction(prim: DnnlPrimitive) -> int:
+    """Products summed into one output element: K of a matmul, input channels per group x window of a
+    convolution (weights ``[..., K, N]`` / ``[(G,) O, I, spatial...]``)."""
+    if prim.conv is None:
+        return prim.wei.dims[-2]
+    return math.prod(prim.wei.dims[-(len(prim.conv.strides) + 1):])
+
+
+def _steps(prim: DnnlPrimitive) -> list[tuple[str, Tensor | None]] | None:
+    """The bound's updates of ``b_`` after the dot: C statements, each with the tensor whose max|.| it
+    reads as ``m_`` (None: none); None when a post-op has no bound here."""
+    out: list[tuple[str, Tensor | None]] = []
+    if prim.bias is not None:
+        out.append(("b_ += m_;", prim.bias))
+    for op in prim.post_ops:
+        if isinstance(op, Binary):
+            step = {"add": "b_ += m_;", "sub": "b_ += m_;", "mul": "b_ *= m_;", "max": "b_ = fmax(b_, m_);",
+                    "min": "b_ = fmax(b_, m_);"}.get(op.alg)
+            if step is None:
+                return None
+            out.append((step, op.src1))
+        elif op.alg == "linear":
+            out.append((f"b_ = {abs(op.alpha)!r} * b_ + {abs(op.beta)!r};", None))
+        elif op.alg == "relu" and op.alpha == 0:
+            continue
+        elif op.alg == "clip":
+            finite = [abs(v) for v in (op.alpha, op.beta) if math.isfinite(v)]
+            if finite:
+                out.append((f"b_ = fmax(b_, {max(finite)!r});", None))
+        elif op.alg == "exp":
+            out.append(("b_ = exp(b_);", None))
+        else:
+            return None
+    return out
+
+
+def _tensors(prim: DnnlPrimitive) -> list[Tensor]:
+    return [prim.src, prim.wei] + [t for _, t in _steps(prim) or () if t is not None]
+
+
+def applies(prim: DnnlPrimitive) -> bool:
+    """Whether ``prim`` (the fast primitive) can be guarded, at a per-call cost worth it."""
+    if _steps(prim) is None or any(t.dtype not in _ABSMAX for t in _tensors(prim)):
+        return False
+    per_call = sum(span(t) for t in _tensors(prim) if t.const is None)
+    return per_call <= max(CHECK_RATIO * math.prod(prim.dst.dims), CHECK_FREE)
+
+
+def emit_check(em, prim: DnnlPrimitive) -> str:
+    """Write into ``em.buf`` the code setting a fresh int variable, which it returns the name of, to 1 when
+    the bound proves ``prim``'s chain finite for this call's inputs (``applies(prim)`` must hold)."""
+    gen = em.gen
+    if "_dnnl_guard" not in gen.__dict__:
+        gen.__dict__["_dnnl_guard"] = 0
+        gen.globals.line(_HELPERS)
+    threshold = gen.options.parallel_threshold
+
+    def absmax(t: Tensor) -> str:
+        if t.const is None:
+            return f"{_ABSMAX[t.dtype]}((const void*)({t.ptr}), {span(t)}, {int(span(t) >= threshold)})"
+        k = gen.__dict__["_dnnl_guard"]
+        gen.__dict__["_dnnl_guard"] = k + 1
+        gen.state_fields.line(f"double dnnl_absmax{k};  /* max |{t.const}|, +inf if not all finite */")
+        gen.init_code.line(f"st->dnnl_absmax{k} = {_ABSMAX[t.dtype]}((const void*){t.const}, {span(t)}, 0);")
+        return f"tfxla_st->dnnl_absmax{k}"
+
+    ok = em.names.fresh("fast")
+    b = em.buf
+    b.line(f"int {ok};")
+    with b.block(""):
+        b.line(f"double b_ = {absmax(prim.src)} * {absmax(prim.wei)} * {contraction(prim)}.0, m_ = 0;")
+        b.line("(void)m_;")
+        b.line(f"int ok_ = b_ < {FINITE_LIMIT!r};")
+        for step, t in _steps(prim) or ():
+            if t is not None:
+                b.line(f"m_ = {absmax(t)};")
+            b.line(step)
+            b.line(f"ok_ &= b_ < {FINITE_LIMIT!r};")
+        b.line(f"{ok} = ok_;")
+    return ok
