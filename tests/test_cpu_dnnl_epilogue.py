@@ -385,3 +385,32 @@ ENTRY %main (a: f32[{m},{k}], w: f32[{k},{n}], r: f32[{m},{n}]) -> f32[{m},{n}] 
     err = ctypes.create_string_buffer(256)
     assert kernel.lib.tfxla_run(kernel._state, ins, dims, outs, kernel._scratch_ptr, err, 256) == 0, err.value
     np.testing.assert_allclose(r, want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("nan", [False, True], ids=["finite", "nan_weight"])
+def test_constant_weights_are_checked_once_at_init(nan: bool, cache) -> None:
+    """Constant weights' max|w| is computed in tfxla_init (+inf with a NaN: the NaN-keeping path always)."""
+    w = "{{1, -2, 0.5, 3, 1}, {0, 1, -1, 2, 0.25}, {2, 0.5, -3, %s, 1}}" % ("nan" if nan else "-0.5")
+    text = f"""HloModule const_weights
+%fused (p0: f32[4,3]) -> f32[4,5] {{
+  %p0 = f32[4,3] parameter(0)
+  %w = f32[3,5] constant({w})
+  %d = f32[4,5] dot(%p0, %w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  %c0 = f32[] constant(0)
+  %z = f32[4,5] broadcast(%c0), dimensions={{}}
+  ROOT %y = f32[4,5] maximum(%d, %z)
+}}
+ENTRY %main (a: f32[4,3]) -> f32[4,5] {{
+  %a = f32[4,3] parameter(0)
+  ROOT %f = f32[4,5] fusion(%a), kind=kOutput, calls=%fused
+}}
+"""
+    exe = compile_text(text, cache)
+    init = exe.source[exe.source.index("int tfxla_init("):]
+    assert re.search(r"st->dnnl_absmax0 = tfxla_absmax_f32\(\(const void\*\)\w+, 15, 0\);", init)
+    a = np.random.default_rng(2).standard_normal((4, 3)).astype(np.float32)
+    got = np.asarray(exe(a)[0], np.float64)
+    want = np.asarray(hlo.evaluate(exe.module, a)[0], np.float64)
+    assert np.isnan(want).any() == nan
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)

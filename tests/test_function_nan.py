@@ -63,3 +63,39 @@ def test_matmul_epilogue_keeps_nan_like_tf(name: str) -> None:
 @pytest.mark.parametrize("name", list(CONV))
 def test_conv_epilogue_keeps_nan_like_tf(name: str) -> None:
     _check(CONV[name], _special((1, 9, 9, 4), [(0, 1, 1, 0), (0, 4, 7, 2), (0, 7, 3, 1)]), K, KB)
+
+
+# Finite activations with NaN arising before the clamp: oneDNN's fast primitive (the clamp as a post-op)
+# is chosen per call only when a bound on the inputs proves every intermediate finite; these must not take it.
+def _with_nan(t: tf.Tensor, index) -> tf.Tensor:
+    a = t.numpy().copy()
+    a[index] = np.nan
+    return tf.constant(a)
+
+
+def _finite(shape) -> tf.Tensor:
+    return tf.constant(RNG.standard_normal(shape).astype(np.float32))
+
+
+def test_nan_weight_and_bias_are_kept_like_tf() -> None:
+    _check(MATMUL["relu"], _finite((6, 12)), _with_nan(W, (4, 7)), B)
+    _check(MATMUL["relu6"], _finite((6, 12)), W, _with_nan(B, 3))
+    _check(CONV["relu6"], _finite((1, 9, 9, 4)), _with_nan(K, (1, 1, 2, 5)), KB)
+    _check(CONV["clip"], _finite((1, 9, 9, 4)), K, _with_nan(KB, 6))
+
+
+def test_overflow_to_inf_then_nan_is_kept_like_tf() -> None:
+    """3e38 * 10 overflows to +inf (all products of one sign: any summation order), times 0 is NaN."""
+    x = RNG.standard_normal((6, 12)).astype(np.float32)
+    x[2, :2] = 3e38
+    w = W.numpy().copy()
+    w[:2] = 10.0
+    _check(lambda x, w, s: tf.nn.relu(tf.matmul(x, w) * s), tf.constant(x), tf.constant(w), tf.constant(0.0))
+
+
+def test_ordinary_inputs_match_tf() -> None:
+    """Finite, bounded inputs (the fast primitive's case): the same numbers as TF eager."""
+    for fn, args in ((MATMUL["relu6"], (_finite((6, 12)), W, B)), (CONV["clip"], (_finite((1, 9, 9, 4)), K, KB))):
+        want = fn(*args).numpy()
+        got = tfxla_plugin.function(jit_compile=True)(fn)(*args).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
