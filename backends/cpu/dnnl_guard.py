@@ -39,12 +39,19 @@ CHECK_FREE = 4096
 _ABSMAX = {P.F32: "tfxla_absmax_f32", P.BF16: "tfxla_absmax_bf16"}
 
 _HELPERS = r"""
-/* max |x| over n floats (bf16: their top halves) from their bit patterns: +inf when one is NaN or +-inf. */
+/* max |x| over n floats (bf16: their top halves) from their bit patterns: +inf when one is NaN or +-inf.
+   From the end backwards: the library op then starts on the part this left in cache. */
+#define TFXLA_ABSMAX_LOOP(T, MASK) \
+  for (int64_t i = n - 1; i >= 0; --i) { const T v = (T)(u[i] & MASK); m = v > m ? v : m; }
 __attribute__((unused)) static double tfxla_absmax_f32(const void* p, int64_t n, int par) {
   const uint32_t* u = (const uint32_t*)p;
   uint32_t m = 0;
-  #pragma omp parallel for simd schedule(static) reduction(max:m) if(par)
-  for (int64_t i = 0; i < n; ++i) { const uint32_t v = u[i] & 0x7fffffffu; m = v > m ? v : m; }
+  if (par) {
+    #pragma omp parallel for simd schedule(static) reduction(max:m)
+    TFXLA_ABSMAX_LOOP(uint32_t, 0x7fffffffu)
+  } else {
+    TFXLA_ABSMAX_LOOP(uint32_t, 0x7fffffffu)
+  }
   if (m >= 0x7f800000u) return INFINITY;
   float f;
   memcpy(&f, &m, sizeof f);
@@ -53,8 +60,12 @@ __attribute__((unused)) static double tfxla_absmax_f32(const void* p, int64_t n,
 __attribute__((unused)) static double tfxla_absmax_bf16(const void* p, int64_t n, int par) {
   const uint16_t* u = (const uint16_t*)p;
   uint16_t m = 0;
-  #pragma omp parallel for simd schedule(static) reduction(max:m) if(par)
-  for (int64_t i = 0; i < n; ++i) { const uint16_t v = (uint16_t)(u[i] & 0x7fffu); m = v > m ? v : m; }
+  if (par) {
+    #pragma omp parallel for simd schedule(static) reduction(max:m)
+    TFXLA_ABSMAX_LOOP(uint16_t, 0x7fffu)
+  } else {
+    TFXLA_ABSMAX_LOOP(uint16_t, 0x7fffu)
+  }
   if (m >= 0x7f80u) return INFINITY;
   const uint32_t w = (uint32_t)m << 16;
   float f;
