@@ -9,6 +9,8 @@ included (rtol 1e-5, atol 1e-5 on the finite ones).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -99,3 +101,35 @@ def test_ordinary_inputs_match_tf() -> None:
         want = fn(*args).numpy()
         got = tfxla_plugin.function(jit_compile=True)(fn)(*args).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _block(x, w, b, k, c):
+    """MobileNetV2's expansion (1x1, relu6) feeding its depthwise 3x3 (relu6): two guarded output fusions."""
+    y = tf.nn.relu6(tf.nn.conv2d(x, w, 1, "SAME") + b)
+    return tf.nn.relu6(tf.nn.depthwise_conv2d(y, k, [1, 1, 1, 1], "SAME") + c)
+
+
+BLOCK = (tf.constant(RNG.standard_normal((1, 1, 4, 16)).astype(np.float32)), _finite(16),
+         tf.constant(RNG.standard_normal((3, 3, 16, 1)).astype(np.float32)), _finite(16))
+
+
+def test_block_reuses_the_expansion_bound() -> None:
+    """The depthwise layer's check takes max|input| from the expansion's guard (finite only when that ran
+    its fast primitive, whose result it bounds) instead of reading the input again."""
+    from backends.cpu import CompileOptions, compile as compile_module
+    from backends.cpu.pipeline import optimize
+    from hlo.lowering.tf_function import lower_concrete_function
+
+    specs = [tf.TensorSpec((1, 9, 9, 4))] + [tf.TensorSpec(t.shape) for t in BLOCK]
+    module = optimize(lower_concrete_function(tf.function(_block, autograph=False).get_concrete_function(*specs)))
+    src = compile_module(module, CompileOptions()).source
+    guards = re.findall(r"double b_ = (.*?) \* ", src)
+    assert len(guards) == 2 and "tfxla_absmax_f32" in guards[0]
+    assert re.fullmatch(r"\((bound\d+) < INFINITY \? \1 : tfxla_absmax_f32\(.*\)\)", guards[1])
+
+
+def test_block_keeps_nan_like_tf() -> None:
+    # NaN/inf in the input: the expansion runs NaN-keeping, so its bound is +inf and the depthwise checks
+    # its own input; a NaN bias in the depthwise after a fast expansion
+    _check(_block, _special((1, 9, 9, 4), [(0, 1, 1, 0), (0, 4, 7, 2), (0, 7, 3, 1)]), *BLOCK)
+    _check(_block, _finite((1, 9, 9, 4)), *BLOCK[:3], _with_nan(BLOCK[3], 5))

@@ -120,17 +120,23 @@ def _tensors(prim: DnnlPrimitive) -> list[Tensor]:
     return [prim.src, prim.wei] + [t for _, t in _steps(prim) or () if t is not None]
 
 
-def applies(prim: DnnlPrimitive) -> bool:
-    """Whether ``prim`` (the fast primitive) can be guarded, at a per-call cost worth it."""
+def applies(prim: DnnlPrimitive, src_bounded: bool = False) -> bool:
+    """Whether ``prim`` (the fast primitive) can be guarded, at a per-call cost worth it (``src_bounded``: the
+    source's bound usually comes from the guarded op computing it, ``emit_check``)."""
     if _steps(prim) is None or any(t.dtype not in _ABSMAX for t in _tensors(prim)):
         return False
-    per_call = sum(span(t) for t in _tensors(prim) if t.const is None)
+    read = _tensors(prim)[1:] if src_bounded else _tensors(prim)
+    per_call = sum(span(t) for t in read if t.const is None)
     return per_call <= max(CHECK_RATIO * math.prod(prim.dst.dims), CHECK_FREE)
 
 
-def emit_check(em, prim: DnnlPrimitive) -> str:
-    """Write into ``em.buf`` the code setting a fresh int variable, which it returns the name of, to 1 when
-    the bound proves ``prim``'s chain finite for this call's inputs (``applies(prim)`` must hold)."""
+def emit_check(em, prim: DnnlPrimitive, src_bound: str | None = None) -> tuple[str, str]:
+    """Write into ``em.buf`` the code setting a fresh int variable to 1 when the bound proves ``prim``'s chain
+    finite for this call's inputs (``applies(prim)`` must hold), and a fresh double variable, declared at the
+    top of the function, to the bound of ``prim``'s result when it is 1 (+inf otherwise); returns both
+    names. ``src_bound``: such a variable of the instruction computing ``prim.src``, used instead of
+    reading the source when finite (a guarded layer feeding the next: MobileNetV2's expansion and
+    depthwise convolutions)."""
     gen = em.gen
     if "_dnnl_guard" not in gen.__dict__:
         gen.__dict__["_dnnl_guard"] = 0
@@ -146,11 +152,13 @@ def emit_check(em, prim: DnnlPrimitive) -> str:
         gen.init_code.line(f"st->dnnl_absmax{k} = {_ABSMAX[t.dtype]}((const void*){t.const}, {span(t)}, 0);")
         return f"tfxla_st->dnnl_absmax{k}"
 
-    ok = em.names.fresh("fast")
+    ok, bound = em.names.fresh("fast"), em.names.fresh("bound")
+    em.decls.line(f"double {bound} = INFINITY;  /* max |result| of a guarded oneDNN op that ran fast */")
     b = em.buf
     b.line(f"int {ok};")
     with b.block(""):
-        b.line(f"double b_ = {absmax(prim.src)} * {absmax(prim.wei)} * {contraction(prim)}.0, m_ = 0;")
+        src = absmax(prim.src) if src_bound is None else f"({src_bound} < INFINITY ? {src_bound} : {absmax(prim.src)})"
+        b.line(f"double b_ = {src} * {absmax(prim.wei)} * {contraction(prim)}.0, m_ = 0;")
         b.line("(void)m_;")
         b.line(f"int ok_ = b_ < {FINITE_LIMIT!r};")
         for step, t in _steps(prim) or ():
@@ -159,4 +167,9 @@ def emit_check(em, prim: DnnlPrimitive) -> str:
             b.line(step)
             b.line(f"ok_ &= b_ < {FINITE_LIMIT!r};")
         b.line(f"{ok} = ok_;")
-    return ok
+        if prim.dst.dtype in _OUTPUT_ROUNDING:  # the result, stored in its type, is finite and at most this
+            b.line(f"{bound} = ok_ ? b_ * {_OUTPUT_ROUNDING[prim.dst.dtype]!r} : INFINITY;")
+    return ok, bound
+
+
+_OUTPUT_ROUNDING = {P.F32: 1.0, P.BF16: 1.0 + 2.0 ** -7}

@@ -245,12 +245,17 @@ def _output_fusion(em: ComputationEmitter, inst: HloInstruction, target: Value):
             ctype = C.storage(dst_buf.shape.dtype)
             region = em.alloc_bytes(dst_buf.shape.byte_size, f"{inst.name}#dnnl")
             em.decls.line(f"{ctype}* const {dst_buf.ptr} = ({ctype}*){region};")
-    fast = None if full else _fast_primitive(em, inst, comp, hero, operands, match, target, aliases)
+    bounds = em.__dict__.setdefault("_dnnl_bounds", {})  # instruction -> C variable: max |its result|
+    src_param = comp[hero.operands[0]]
+    src_bound = bounds.get(inst.operands[src_param.parameter_number]) if src_param.opcode is Opcode.PARAMETER \
+        else None
+    fast = None if full else _fast_primitive(em, inst, comp, hero, operands, match, target, aliases,
+                                             src_bound is not None)
     if fast is None:
         _emit(em, install, built, tail)
         return None
     em.buf.splice(fast[0])
-    ok = dnnl_guard.emit_check(em, fast[1])
+    ok, bounds[inst.name] = dnnl_guard.emit_check(em, fast[1], src_bound)
     with em.buf.block(f"if (!{ok})"):  # NaN possible: the NaN-keeping primitive and loop
         _emit(em, install, built, tail)
     with em.buf.block("else"):
@@ -296,15 +301,15 @@ def _route_alias(em: ComputationEmitter, inst: HloInstruction, prim: DnnlPrimiti
 
 
 def _fast_primitive(em: ComputationEmitter, inst: HloInstruction, comp: HloComputation, hero: HloInstruction,
-                    operands, safe: EpilogueMatch, target: Buf,
-                    aliases: dict) -> tuple[IndentedBuffer, DnnlPrimitive] | None:
+                    operands, safe: EpilogueMatch, target: Buf, aliases: dict,
+                    src_bounded: bool) -> tuple[IndentedBuffer, DnnlPrimitive] | None:
     """The whole fusion as one primitive with NaN-masking post-ops (``exact_nan=False``), when that
     matches the fusion fully, goes further than ``safe`` and ``dnnl_guard`` can prove it exact per call."""
     fast = match_epilogue(comp, hero.name, exact_nan=False)
     if fast.cut != comp.root_name or fast.ops == safe.ops:
         return None
     built = _primitive(em, inst, comp, hero, operands, fast, target)
-    if built is None or not dnnl_guard.applies(built[1]):
+    if built is None or not dnnl_guard.applies(built[1], src_bounded):
         return None
     _route_alias(em, inst, built[1], target, aliases)
     return built
