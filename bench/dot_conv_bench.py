@@ -62,7 +62,7 @@ CASES = [
     Case("conv 1x1 [1,56,56,24->144]", lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"), ((1, 56, 56, 24), (1, 1, 24, 144))),
     Case("conv 3x3 [1,56,56,64->64]", lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"), ((1, 56, 56, 64), (3, 3, 64, 64))),
     Case("conv 3x3+bias+relu6 [1,56,56,64->64]", _conv_relu6, ((1, 56, 56, 64), (3, 3, 64, 64), (64,))),
-    # MobileNetV2's expansion and depthwise layers: the relu6 pass after oneDNN is a visible share of these
+    # MobileNetV2's expansion and depthwise layers (bench/nan_guard_bench.py: what keeping NaN costs on them)
     Case("conv 1x1+bias+relu6 [1,56,56,24->144]", _conv_relu6, ((1, 56, 56, 24), (1, 1, 24, 144), (144,))),
     Case("depthwise 3x3+bias+relu6 [1,56,56,144]", _dw_relu6, ((1, 56, 56, 144), (3, 3, 144, 1), (144,))),
 ]

@@ -53,7 +53,7 @@ CASES = [  # (name, fn, shapes)
     ("dw3x3+relu6 [1,112,112,32]", _dw(tf.nn.relu6), ((1, 112, 112, 32), (3, 3, 32, 1), (32,))),
     # MobileNetV2's expansion feeding its depthwise: the depthwise reuses the expansion's bound, no re-read
     ("conv1x1+relu6 -> dw3x3+relu6 [56,56,24->144]",
-     lambda x, w, b, k, c: tf.nn.relu6(tf.nn.depthwise_conv2d(_conv(tf.nn.relu6)(x, w, b), k, [1, 1, 1, 1], "SAME") + c),
+     lambda x, w, b, k, c: _dw(tf.nn.relu6)(_conv(tf.nn.relu6)(x, w, b), k, c),
      ((1, 56, 56, 24), (1, 1, 24, 144), (144,), (3, 3, 144, 1), (144,))),
     ("conv3x3+relu6 [1,56,56,64->64]", _conv(tf.nn.relu6), ((1, 56, 56, 64), (3, 3, 64, 64), (64,))),
     ("dense relu [64,784]x[784,512]", lambda x, w, b: tf.nn.relu(tf.matmul(x, w) + b),

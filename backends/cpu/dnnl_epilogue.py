@@ -25,7 +25,9 @@ for a NaN accumulator, where HLO ``maximum``/``minimum``/``clamp`` and TF's sele
 Relu6 propagate it (as TF eager and XLA do), and oneDNN's ``exp`` returns +inf for NaN. No chain of
 cheap post-ops can tell a NaN from -inf (both would have to leave ``maxps``'s bound), so those ops are
 not post-ops: the cut stops before them and the backend's own loop applies them, in place when it
-may (``tail_in_place``). Known deviation: oneDNN's ``gelu_erf`` returns NaN for +inf (the evaluator: +inf).
+may (``tail_in_place``). With ``exact_nan=False`` they are (``NAN_MASKING``): the fast primitive that
+``dnnl_guard`` runs only when the call's inputs prove the accumulator finite.
+Known deviation: oneDNN's ``gelu_erf`` returns NaN for +inf (the evaluator: +inf).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@
 * ``fusion kind=kOutput`` with one dot/convolution: the matched part of the epilogue becomes
   post-ops (``dnnl_epilogue``); the rest, if any, runs in an elemental loop reading the library result,
   in place in the result buffer when the rest is elementwise (``tail_in_place``: relu, relu6, clip
-  keep NaN this way), else from scratch.
+  keep NaN this way), else from scratch. When the clamps could be post-ops, a second, fast primitive
+  with them is built too, and each call runs it when ``dnnl_guard``'s check proves no NaN can arise.
 
 Whatever cannot be described (other element types, batch_group_count, lhs dilation, reversal,
 negative padding, zero-size dims, oneDNN absent or disabled with ``CodegenOptions.dnnl=False``) is
