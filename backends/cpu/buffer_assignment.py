@@ -154,9 +154,16 @@ def can_write_in_place(module: HloModule, comp: HloComputation, inst: HloInstruc
     positions = [k for k, o in enumerate(inst.operands) if o == operand]
     params = {p.name for p in fused.parameters if p.parameter_number in positions}
     users = fused.users()
-    for p in params:
-        for u in users.get(p, []):
+    # Every instruction on every path from the parameter to the root must be elementwise at the output's
+    # dims: one that moves elements (a transpose, reverse, slice) after an elementwise one reads the
+    # parameter at another index than it writes (softmax then a transpose was overwritten mid-read).
+    seen, todo = set(params), list(params)
+    while todo:
+        for u in users.get(todo.pop(), []):
             user = fused[u]
             if not (user.opcode.is_elementwise and isinstance(user.shape, Shape) and user.shape.dims == out.dims):
                 return False
+            if u not in seen:
+                seen.add(u)
+                todo.append(u)
     return True
