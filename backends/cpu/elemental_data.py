@@ -100,7 +100,8 @@ def _pad(em, inst, idx):
             conds.append(f"{shifted} % {d.interior + 1} == 0")
             shifted = f"({shifted} / {d.interior + 1})"
         conds += [f"{shifted} >= 0", f"{shifted} < {n}"]
-        src.append(em.tmp("int64_t", f"({shifted} < 0 ? 0 : ({shifted} > {n - 1} ? {n - 1} : {shifted}))", "c"))
+        # inline, not a temporary: an operand that ignores this dim (a broadcast) would leave it unused
+        src.append(f"({shifted} < 0 ? 0 : ({shifted} > {n - 1} ? {n - 1} : {shifted}))")
     inside = em.tmp("int", " && ".join(f"({c})" for c in conds) or "1", "in")
     v = em.operand(inst, 0, tuple(src))
     return em.tmp(ctype_of(inst), f"({inside} ? {v} : {pad_value})")
@@ -129,7 +130,7 @@ def _concatenate(em, inst, idx):
         if k:
             local = f"({local} < 0 ? 0 : {local})"
         if k < len(parts) - 1:
-            local = em.tmp("int64_t", f"({local} > {size - 1} ? {size - 1} : {local})", "c")
+            local = f"({local} > {size - 1} ? {size - 1} : {local})"  # inline: see _pad
         values.append(em.emit(name, tuple(local if d == axis else j for d, j in enumerate(idx))))
     expr = values[-1]
     for (_, start, size), v in zip(reversed(parts[:-1]), reversed(values[:-1])):
