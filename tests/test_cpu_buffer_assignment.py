@@ -6,7 +6,7 @@ import numpy as np
 
 import backends.cpu as cpu
 import hlo
-from backends.cpu.buffer_assignment import Arena, last_uses
+from backends.codegen.buffer_assignment import Arena, last_uses
 from backends.cpu.codegen import generate
 
 # A chain of five [64,64] temporaries where at most two are live at a time (the transposes read

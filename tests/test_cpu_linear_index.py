@@ -1,4 +1,4 @@
-"""``backends.cpu.elemental.linear_index``: the C offset expression of a multi-index, shared by the CPU
+"""``backends.codegen.layout.linear_index``: the C offset expression of a multi-index, shared by the CPU
 and CUDA generators. Index terms may be compound expressions (``x + q``); each is scaled as a whole.
 The expressions are evaluated with Python's integer arithmetic (the same precedence as C for ``+``,
 ``*``, ``/`` (as ``//``) and ``%`` on non-negative values) against NumPy's ``ravel_multi_index``."""
@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 
 import hlo
-from backends.cpu.elemental import linear_index
+from backends.codegen.layout import linear_index
 
 
 def _offset(expr: str, env: dict) -> int:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from backends.codegen.errors import CodegenUnsupported
 from backends.cpu.codegen import CodegenOptions, GeneratedKernel, generate
 from backends.cpu.compiler import CompileError, CompilerOptions, compile_shared_object
-from backends.cpu.elemental import CodegenUnsupported
 from backends.cpu.runtime import Kernel, KernelError, KernelInvalidArgument
 from hlo.ir import HloModule
 from hlo.verifier import verify

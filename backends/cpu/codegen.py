@@ -21,10 +21,13 @@ from typing import Callable, Union
 
 from backends.codegen.abi import emit_run_checks
 from backends.codegen.buffer import IndentedBuffer
-from backends.cpu import ctypes_c as C
+from backends.codegen.buffer_assignment import Arena, can_write_in_place, is_view, last_uses
+from backends.codegen.elemental import ElementalEmitter
+from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.layout import linear_index
+from backends.codegen.names import Names
 from backends.cpu.column_reduce import column_reduce
-from backends.cpu.buffer_assignment import Arena, can_write_in_place, is_view, last_uses
-from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, Names, linear_index
+from backends.cpu.dialect import C
 from backends.cpu.index_check import emit_index_checks
 from backends.cpu.prelude import PRELUDE
 from hlo.dtypes import PrimitiveType
@@ -302,10 +305,10 @@ class ComputationEmitter:
             return
         if inst.opcode is Opcode.FUSION:
             fused = self.gen.module.computation(inst.attr("calls").name)
-            emitter = ElementalEmitter(self.gen.module, fused, readers, buf, self.names, self.gen.constant_ref)
+            emitter = ElementalEmitter(C, self.gen.module, fused, readers, buf, self.names, self.gen.constant_ref)
             root = fused.root_name
         else:
-            emitter = ElementalEmitter(self.gen.module, self.comp, [], buf, self.names, self.gen.constant_ref,
+            emitter = ElementalEmitter(C, self.gen.module, self.comp, [], buf, self.names, self.gen.constant_ref,
                                        external=dict(zip(inst.operands, readers)))
             root = inst.name
         emitter.index_checked = checked

@@ -13,9 +13,10 @@ are exactly the leading dims of a row-major input.
 
 from __future__ import annotations
 
-from backends.cpu import ctypes_c as C
-from backends.cpu.elemental import ElementalEmitter, linear_index
-from backends.cpu.elemental_data import SIMD_REDUCTIONS, simple_reducer
+from backends.codegen.elemental import ElementalEmitter
+from backends.codegen.elemental_data import simple_reducer
+from backends.codegen.layout import linear_index
+from backends.cpu.dialect import C, SIMD_REDUCTIONS
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 from hlo.shapes import Layout, Shape

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Sequence
 
 from backends.codegen.buffer import IndentedBuffer
-from backends.cpu import ctypes_c as C
+from backends.cpu.dialect import C
 from hlo.dtypes import PrimitiveType as P
 
 log = logging.getLogger("tfxla_plugin")

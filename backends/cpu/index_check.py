@@ -23,7 +23,8 @@ from typing import Callable, Sequence
 
 from backends.codegen.abi import STATUS_INVALID_ARGUMENT
 from backends.codegen.buffer import IndentedBuffer
-from backends.cpu.elemental import CodegenUnsupported, Names
+from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.names import Names
 from hlo import index_check as spec
 from hlo.attributes import IndexCheck
 from hlo.ir import HloComputation, HloInstruction, HloModule

@@ -1,6 +1,3 @@
 """Imports every top-level kernel module so that each registers its opcodes."""
 
-from backends.cpu import (  # noqa: F401  (elemental rules)
-    elemental_data, elemental_math, elemental_misc, elemental_window,
-)
 from backends.cpu import kernels_control, kernels_dnnl, kernels_misc, kernels_scatter, kernels_sort  # noqa: F401

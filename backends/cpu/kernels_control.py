@@ -8,8 +8,8 @@ reads what it is writing.
 
 from __future__ import annotations
 
-from backends.cpu import ctypes_c as C
 from backends.cpu.codegen import Buf, ComputationEmitter, Value, leaves, top_level
+from backends.cpu.dialect import C
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape

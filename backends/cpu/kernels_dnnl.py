@@ -24,12 +24,14 @@ from __future__ import annotations
 import math
 
 from backends.codegen.buffer import IndentedBuffer
-from backends.cpu import ctypes_c as C
+from backends.codegen.elemental import ElementalEmitter
+from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.layout import linear_index
 from backends.cpu import dnnl, dnnl_guard
 from backends.cpu.codegen import Buf, ComputationEmitter, Value, parallel_for_pragma, parallel_loops, top_level
+from backends.cpu.dialect import C
 from backends.cpu.dnnl import Binary, ConvWindow, DnnlPrimitive, Eltwise, Tensor
 from backends.cpu.dnnl_epilogue import EpilogueMatch, match_epilogue
-from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, linear_index
 from hlo.attributes import FusionKind
 from hlo.dtypes import PrimitiveType as P
 from hlo.ir import HloComputation, HloInstruction
@@ -383,7 +385,7 @@ def _store_loop(em: ComputationEmitter, comp: HloComputation, readers, name: str
     read) at every index of ``target``, split over threads if ``parallel``; None if unsupported."""
     buf = IndentedBuffer()
     mark = em.names.counter
-    emitter = ElementalEmitter(em.gen.module, comp, readers, buf, em.names, em.gen.constant_ref, external=external)
+    emitter = ElementalEmitter(C, em.gen.module, comp, readers, buf, em.names, em.gen.constant_ref, external=external)
     dims = target.shape.dims
     idx = tuple(em.names.fresh("i") for _ in dims)
     first, count = parallel_loops(dims) if parallel else (0, 0)

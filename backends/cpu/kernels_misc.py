@@ -14,9 +14,10 @@
 from __future__ import annotations
 
 from backends.codegen.buffer import IndentedBuffer
-from backends.cpu import ctypes_c as C
+from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.layout import linear_index
 from backends.cpu.codegen import Buf, ComputationEmitter, Value, leaves, top_level
-from backends.cpu.elemental import CodegenUnsupported, linear_index
+from backends.cpu.dialect import C
 from backends.cpu.kernels_sort import emit_row_sort
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode

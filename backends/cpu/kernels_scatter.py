@@ -13,9 +13,11 @@ combines the source value into it with ``scatter``.
 
 from __future__ import annotations
 
-from backends.cpu import ctypes_c as C
+from backends.codegen.elemental import ElementalEmitter
+from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.layout import linear_index
 from backends.cpu.codegen import Buf, ComputationEmitter, Value, leaves, top_level
-from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, linear_index
+from backends.cpu.dialect import C
 from backends.cpu.index_check import emit_scatter_check
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
@@ -34,7 +36,7 @@ def _close_loops(em: ComputationEmitter, count: int) -> None:
 
 
 def _scalar_call(em: ComputationEmitter, comp_name: str, args: list[str]):
-    sub = ElementalEmitter(em.gen.module, em.gen.module.computation(comp_name), [(lambda _i, a=a: a) for a in args],
+    sub = ElementalEmitter(C, em.gen.module, em.gen.module.computation(comp_name), [(lambda _i, a=a: a) for a in args],
                            em.buf, em.names, em.gen.constant_ref)
     return sub.emit(sub.comp.root_name, ())
 

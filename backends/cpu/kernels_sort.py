@@ -10,9 +10,11 @@ through the permutation.
 from __future__ import annotations
 
 from backends.codegen.buffer import IndentedBuffer
-from backends.cpu import ctypes_c as C
+from backends.codegen.elemental import ElementalEmitter
+from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.layout import linear_index
 from backends.cpu.codegen import Buf, ComputationEmitter, Value, leaves, top_level
-from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, linear_index
+from backends.cpu.dialect import C
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 
@@ -27,7 +29,7 @@ def comparator_function(em: ComputationEmitter, comp_name: str) -> str:
     comp = gen.module.computation(comp_name)
     args = [f"x{k}" for k in range(len(comp.parameters))]
     body = IndentedBuffer()
-    sub = ElementalEmitter(gen.module, comp, [(lambda _i, a=a: a) for a in args], body, gen.names,
+    sub = ElementalEmitter(C, gen.module, comp, [(lambda _i, a=a: a) for a in args], body, gen.names,
                            gen.constant_ref)
     result = sub.emit(comp.root_name, ())
     params = ", ".join(f"{C.compute(p.shape.dtype)} {a}" for p, a in zip(comp.parameters, args))

@@ -8,20 +8,9 @@ compiler can inline and vectorize them.
 
 from __future__ import annotations
 
+from backends.codegen.int_helpers import int_helpers
+from backends.cpu.dialect import C
 from backends.cpu.vmath import VMATH_C
-from hlo.dtypes import PrimitiveType as P
-
-# (hlo type, C type, unsigned C type, min, max)
-INT_TYPES = [
-    (P.S8, "int8_t", "uint8_t", "INT8_MIN", "INT8_MAX"),
-    (P.S16, "int16_t", "uint16_t", "INT16_MIN", "INT16_MAX"),
-    (P.S32, "int32_t", "uint32_t", "INT32_MIN", "INT32_MAX"),
-    (P.S64, "int64_t", "uint64_t", "INT64_MIN", "INT64_MAX"),
-    (P.U8, "uint8_t", "uint8_t", "0", "UINT8_MAX"),
-    (P.U16, "uint16_t", "uint16_t", "0", "UINT16_MAX"),
-    (P.U32, "uint32_t", "uint32_t", "0", "UINT32_MAX"),
-    (P.U64, "uint64_t", "uint64_t", "0", "UINT64_MAX"),
-]
 
 _HEADER = r"""
 #include <stdint.h>
@@ -87,61 +76,4 @@ static inline float tfxla_remf(float x, float y) { return fmodf(x, y); }
 static inline double tfxla_rem(double x, double y) { return fmod(x, y); }
 """
 
-_INT_TEMPLATE = r"""
-static inline {T} tfxla_div_{N}({T} x, {T} y) {{
-  if (y == 0) return ({T})-1;
-  {SIGNED_DIV}
-  return ({T})(x / y);
-}}
-static inline {T} tfxla_rem_{N}({T} x, {T} y) {{
-  if (y == 0) return x;
-  {SIGNED_REM}
-  return ({T})(x % y);
-}}
-static inline {T} tfxla_abs_{N}({T} x) {{ return {ABS}; }}
-static inline {T} tfxla_shl_{N}({T} x, {T} y) {{
-  return (({U})y >= {BITS}u) ? ({T})0 : ({T})(({U})x << ({U})y);
-}}
-static inline {T} tfxla_shrl_{N}({T} x, {T} y) {{
-  return (({U})y >= {BITS}u) ? ({T})0 : ({T})(({U})x >> ({U})y);
-}}
-static inline {T} tfxla_shra_{N}({T} x, {T} y) {{
-  {SHRA}
-}}
-static inline {T} tfxla_pow_{N}({T} x, {T} y) {{
-  {NEG_POW}
-  {U} r = 1, b = ({U})x; {U} e = ({U})y;
-  while (e) {{ if (e & 1u) r *= b; b *= b; e >>= 1; }}
-  return ({T})r;
-}}
-static inline {T} tfxla_from_f64_{N}(double x) {{
-  if (isnan(x)) return 0;
-  if (x <= (double){MIN}) return {MIN};
-  if (x >= (double){MAX}) return {MAX};
-  return ({T})x;
-}}
-static inline {T} tfxla_popcnt_{N}({T} x) {{ return ({T})__builtin_popcountll((uint64_t)({U})x); }}
-static inline {T} tfxla_clz_{N}({T} x) {{
-  return ({T})((({U})x == 0) ? {BITS} : (__builtin_clzll((uint64_t)({U})x) - (64 - {BITS})));
-}}
-"""
-
-
-def int_helpers() -> str:
-    parts = []
-    for t, ct, ut, mn, mx in INT_TYPES:
-        signed = t.is_signed_int
-        parts.append(_INT_TEMPLATE.format(
-            T=ct, U=ut, N=t.value, BITS=t.bit_width, MIN=mn, MAX=mx,
-            SIGNED_DIV=f"if (x == {mn} && y == ({ct})-1) return x;" if signed else "",
-            SIGNED_REM=f"if (x == {mn} && y == ({ct})-1) return 0;" if signed else "",
-            ABS=f"x < 0 ? ({ct})(0u - ({ut})x) : x" if signed else "x",
-            SHRA=(f"if (({ut})y >= {t.bit_width}u) return x < 0 ? ({ct})-1 : ({ct})0;\n  return ({ct})(x >> y);"
-                  if signed else f"return (({ut})y >= {t.bit_width}u) ? ({ct})0 : ({ct})(x >> y);"),
-            NEG_POW=("if (y < 0) return (x == 1) ? 1 : ((x == -1) ? ((y & 1) ? -1 : 1) : 0);"
-                     if signed else ""),
-        ))
-    return "".join(parts)
-
-
-PRELUDE = _HEADER + int_helpers() + VMATH_C
+PRELUDE = _HEADER + int_helpers(C) + VMATH_C

@@ -12,8 +12,8 @@ check script.
 
 from __future__ import annotations
 
+from backends.codegen.errors import CodegenUnsupported
 from backends.cpu.compiler import CompileError
-from backends.cpu.elemental import CodegenUnsupported
 from backends.cuda.codegen import CodegenOptions, GeneratedModule, generate
 from backends.cuda.compiler import NvccNotFound, NvccOptions, compile_fatbin
 from backends.cuda.host_launcher import CompiledLauncher, LauncherOptions, compile_launcher, launcher_source

@@ -25,8 +25,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Union
 
-from backends.cpu.buffer_assignment import Arena, is_view, last_uses
-from backends.cpu.elemental import CodegenUnsupported, Names
+from backends.codegen.buffer_assignment import Arena, is_view, last_uses
+from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.names import Names
 from backends.cuda import dialect as D
 from backends.cuda.prelude import PRELUDE
 from backends.cuda.program import BufRef, Copy, Launch, Program, Step, Switch, WhileLoop, render

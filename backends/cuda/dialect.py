@@ -1,38 +1,52 @@
-"""The CUDA dialect of the CPU backend's elemental emitter (a CUDA-side adapter, no CPU change).
+"""The CUDA backend's dialect of the shared elemental emitter (``backends/codegen/dialect.py``).
 
-CUDA C is C++ with a few extensions, so the CPU elemental rules
-(``backends/cpu/elemental_*.py``: one scalar C expression per opcode) are
-reused as they are, with three adaptations made here:
+CUDA C is C++ with a few extensions, so the elemental rules (``backends/codegen/elemental_*.py``:
+one scalar C expression per opcode) write device code as they write the CPU's C, asking this
+dialect for what differs:
 
-* ``CudaBuffer`` drops the OpenMP pragmas those rules emit and spells the f16
-  storage type ``__half`` (nvcc has no ``_Float16`` in device code);
-* ``ConstantTable`` declares constants as ``__device__`` arrays (f16 ones as
-  their bit patterns, read through a ``const __half*`` cast);
-* the helper functions the rules call are ``__device__`` functions of the
-  CUDA prelude (``backends/cuda/prelude.py``).
+* f16 is stored as ``__half`` (nvcc has no ``_Float16`` in device code), so it is loaded, stored
+  and rounded through ``__half`` conversions;
+* there are no vector or OpenMP pragmas, and no reduction is split over threads inside one
+  element (a reduction kernel strategy parallelizes a reduction instead);
+* prelude helpers are ``__device__ __forceinline__`` functions (``backends/cuda/prelude.py``), bit
+  counts CUDA intrinsics.
 
-Types: ``storage``/``compute``/``load``/``store`` are the CPU ones in CUDA spelling.
+``ConstantTable`` declares constants as ``__device__`` arrays (f16 ones as their bit patterns, read
+through a ``const __half*`` cast). ``storage``/``compute``/``load``/``store``/``literal`` are the
+dialect's own, for the kernel strategies.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from backends.codegen.buffer import IndentedBuffer
-from backends.cpu import ctypes_c as C
-from backends.cpu import elemental_data, elemental_math, elemental_misc, elemental_window  # noqa: F401 (rules)
-from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, Names
+from backends.codegen.dialect import Dialect
+from backends.codegen.elemental import ElementalEmitter, ParamFn
+from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.names import Names
 from hlo.dtypes import PrimitiveType as P
 from hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo.shapes import Shape
 
-_F16_CPU, _F16_CUDA = "_Float16", "__half"
+
+class CudaDialect(Dialect):
+    backend = "CUDA"
+    f16 = "__half"
+    inline_function = "__device__ __forceinline__"
+    parallel_reductions = False
+
+    def popcount64(self, expr: str) -> str:
+        return f"__popcll({expr})"
+
+    def clz64(self, expr: str) -> str:
+        return f"__clzll((long long){expr})"
 
 
-def cuda_text(text: str) -> str:
-    return text.replace(_F16_CPU, _F16_CUDA)
+CUDA = CudaDialect()
+storage, compute, load, store, literal = CUDA.storage, CUDA.compute, CUDA.load, CUDA.store, CUDA.literal
 
 
 class CudaBuffer(IndentedBuffer):
@@ -41,31 +55,7 @@ class CudaBuffer(IndentedBuffer):
     def line(self, text: str = "") -> None:
         if text.lstrip().startswith("#pragma omp"):
             return
-        super().line(cuda_text(text))
-
-
-def storage(t: P) -> str:
-    try:
-        return cuda_text(C.storage(t))
-    except CodegenUnsupported:
-        raise CodegenUnsupported(f"the CUDA backend does not support element type {t.value}") from None
-
-
-def compute(t: P) -> str:
-    storage(t)
-    return C.compute(t)
-
-
-def load(t: P, expr: str) -> str:
-    return cuda_text(C.load(t, expr))
-
-
-def store(t: P, expr: str) -> str:
-    return cuda_text(C.store(t, expr))
-
-
-def literal(value, t: P) -> str:
-    return C.literal(value, t)
+        super().line(text.replace("_Float16", "__half"))
 
 
 class ConstantTable:
@@ -93,7 +83,7 @@ class ConstantTable:
                 values = ", ".join(str(int(v)) for v in bits) or "0"
                 self.globals.line(f"[[maybe_unused]] __device__ const uint16_t {name}[{n}] = {{{values}}};")
             else:
-                values = C.numpy_to_c_array(arr, shape.dtype) if shape.num_elements else "0"
+                values = CUDA.numpy_to_c_array(arr, shape.dtype) if shape.num_elements else "0"
                 self.globals.line(f"[[maybe_unused]] __device__ const {storage(shape.dtype)} {name}[{n}] = {{{values}}};")
             self._names[key] = name
             self._keep.append(inst)
@@ -105,9 +95,7 @@ class ConstantTable:
         return f"((const __half*){name})" if inst.shape.dtype is P.F16 else name
 
 
-def emitter(module: HloModule, comp: HloComputation, params: Sequence[Callable], buf: IndentedBuffer,
-            names: Names, constants: ConstantTable, external: dict | None = None) -> ElementalEmitter:
-    """The CPU elemental emitter writing CUDA C into ``buf`` (one element per call of ``emit``)."""
-    em = ElementalEmitter(module, comp, params, buf, names, constants.ref, external)
-    em.parallel_reduce = False
-    return em
+def emitter(module: HloModule, comp: HloComputation, params: Sequence[ParamFn], buf: IndentedBuffer,
+            names: Names, constants: ConstantTable, external: dict[str, ParamFn] | None = None) -> ElementalEmitter:
+    """The elemental emitter writing CUDA C into ``buf`` (one element per call of ``emit``)."""
+    return ElementalEmitter(CUDA, module, comp, params, buf, names, constants.ref, external)

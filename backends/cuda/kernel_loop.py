@@ -18,7 +18,7 @@ is loaded once as a ``float4``, and each output is stored as a ``float4``.
 
 from __future__ import annotations
 
-from backends.cpu.elemental import CodegenUnsupported
+from backends.codegen.errors import CodegenUnsupported
 from backends.cuda import dialect as D
 from backends.cuda.kernels import KernelBuilder, ceil_div, delinearize, strategy
 from hlo.dtypes import PrimitiveType as P
@@ -61,7 +61,7 @@ def loop_kernel(kb: KernelBuilder):
 
 def _index(body, lin: str, shape, base: str) -> tuple[str, ...]:
     """Declare the multi-index of linear position ``lin`` of an output (layout-aware)."""
-    from backends.cpu.elemental import delinearize as layout_delinearize
+    from backends.codegen.layout import delinearize as layout_delinearize
 
     parts = layout_delinearize(lin, shape) if not _row_major(shape) else delinearize(lin, shape.dims)
     idx = []

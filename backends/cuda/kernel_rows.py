@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backends.cpu.elemental import CodegenUnsupported
+from backends.codegen.errors import CodegenUnsupported
 from backends.cuda import dialect as D
 from backends.cuda.kernel_reduce import Reducer, _declare_shared, _epilogue_reduce
 from backends.cuda.kernels import KernelBuilder, comment

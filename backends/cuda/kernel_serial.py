@@ -18,8 +18,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import backends.cpu.kernels  # noqa: F401 (registers the CPU top-level kernels in TOP_LEVEL)
+from backends.codegen.errors import CodegenUnsupported
 from backends.cpu.codegen import TOP_LEVEL, Buf
-from backends.cpu.elemental import CodegenUnsupported
 from backends.cuda import dialect as D
 from backends.cuda.kernels import KernelBuilder, strategy
 from backends.cuda.program import Copy

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from backends.codegen.buffer import IndentedBuffer
-from backends.cpu.elemental import ElementalEmitter, Names, linear_index
+from backends.codegen.elemental import ElementalEmitter
+from backends.codegen.layout import linear_index
+from backends.codegen.names import Names
 from backends.cuda import dialect as D
 from backends.cuda.program import BufRef, Launch
 from hlo.ir import HloComputation, HloInstruction

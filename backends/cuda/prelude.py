@@ -1,21 +1,21 @@
 """The CUDA C prelude every generated module starts with: includes and ``__device__`` scalar helpers.
 
-It defines, as device functions, every helper name the CPU backend's elemental
-rules emit (``backends/cpu/elemental_*.py``), so those rules are reused
-unchanged: ``tfxla_maxf``, ``tfxla_div_s32``, ``tfxla_bf16_to_f32``,
-``tfxla_vexpf``, ... with the same semantics as in ``backends/cpu/prelude.py``
-(XLA's integer division by zero, shifts past the width, saturating float->int
-conversion, NaN-propagating max/min). The integer helpers are the CPU
-prelude's own template with the GCC builtins swapped for CUDA intrinsics; the
-float functions map to CUDA's libdevice (``expf`` is within 2 ulp; no
-``--use_fast_math``). ``_Float16`` is CUDA's ``__half``, so the CPU rules'
-``(float)(_Float16)(x)`` rounding works as written. It also defines the
-warp-shuffle overloads the reduction kernels use.
+It defines, as device functions, every helper name the shared elemental
+rules emit (``backends/codegen/elemental_*.py``): ``tfxla_maxf``,
+``tfxla_div_s32``, ``tfxla_bf16_to_f32``, ``tfxla_vexpf``, ... with the same
+semantics as in ``backends/cpu/prelude.py`` (XLA's integer division by zero,
+shifts past the width, saturating float->int conversion, NaN-propagating
+max/min). The integer helpers are the shared template
+(``backends/codegen/int_helpers.py``) in the CUDA dialect (``__device__``
+functions, CUDA intrinsics for bit counts); the float functions map to CUDA's
+libdevice (``expf`` is within 2 ulp; no ``--use_fast_math``). It also defines
+the warp-shuffle overloads the reduction kernels use.
 """
 
 from __future__ import annotations
 
-from backends.cpu.prelude import int_helpers
+from backends.codegen.int_helpers import int_helpers
+from backends.cuda.dialect import CUDA
 
 _HEADER = r"""
 #include <stdint.h>
@@ -85,13 +85,4 @@ TFXLA_SHFL(unsigned long long, unsigned long long)
 """
 
 
-def _device_int_helpers() -> str:
-    """The CPU prelude's integer helpers as device functions (CUDA intrinsics for the GCC builtins)."""
-    text = int_helpers()
-    text = text.replace("static inline", "__device__ __forceinline__")
-    text = text.replace("__builtin_popcountll(", "__popcll(")
-    text = text.replace("__builtin_clzll(", "__clzll((long long)")
-    return text
-
-
-PRELUDE = _HEADER + _device_int_helpers()
+PRELUDE = _HEADER + int_helpers(CUDA)

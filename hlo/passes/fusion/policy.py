@@ -6,8 +6,8 @@ phases and the tests read one source of truth:
 * ``NOT_FUSIBLE`` maps every opcode that never enters a fusion to the reason
   the decision log prints; ``FUSIBLE_DATA`` lists the data-movement opcodes
   that do (all side-effect-free elementwise opcodes do too). Only opcodes
-  the CPU backend's elemental emitter handles inside a loop nest fuse
-  (``backends/cpu/elemental_*.py``); window, gather and convolution ops,
+  the shared elemental emitter handles inside a loop nest fuse
+  (``backends/codegen/elemental_*.py``); window, gather and convolution ops,
   headed for dedicated kernels, stay unfused for now, so a fusion never
   hides an op from a dedicated emitter.
 * ``expense`` names the expensive operation in an instruction (a

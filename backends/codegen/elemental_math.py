@@ -9,15 +9,16 @@ helpers). The semantics match the reference evaluator.
 
 from __future__ import annotations
 
-from backends.cpu import ctypes_c as C
-from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, elemental
+from backends.codegen.dialect import Dialect
+from backends.codegen.elemental import ElementalEmitter, elemental
+from backends.codegen.errors import CodegenUnsupported
 from hlo.attributes import ComparisonDirection, ComparisonType
 from hlo.dtypes import PrimitiveType as P
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 
 
-def kind(t: P) -> str:
+def kind(dialect: Dialect, t: P) -> str:
     if t.is_pred:
         return "p"
     if t.is_integral:
@@ -26,7 +27,7 @@ def kind(t: P) -> str:
         return "d"
     if t.is_float:
         return "f"
-    raise CodegenUnsupported(f"element type {t.value} is not supported by the CPU backend")
+    raise CodegenUnsupported(f"element type {t.value} is not supported by the {dialect.backend} backend")
 
 
 # opcode -> {kind: template}; {x} is the operand, {n} the HLO type name (s32, u8, ...).
@@ -82,8 +83,8 @@ BINARY = {
 _UNSIGNED_OF = {"int8_t": "uint8_t", "int16_t": "uint16_t", "int32_t": "uint32_t", "int64_t": "uint64_t"}
 
 
-def _template(table: dict, inst: HloInstruction, t: P) -> str:
-    k = kind(t)
+def _template(em: ElementalEmitter, table: dict[Opcode, dict[str, str]], inst: HloInstruction, t: P) -> str:
+    k = kind(em.dialect, t)
     template = table[inst.opcode].get(k)
     if template is None:
         raise CodegenUnsupported(f"%{inst.name}: {inst.opcode.text} on {t.value} is not supported")
@@ -94,8 +95,8 @@ def _template(table: dict, inst: HloInstruction, t: P) -> str:
 def _unary(em: ElementalEmitter, inst: HloInstruction, idx):
     t = em.operand_shape(inst, 0).dtype
     x = em.operand(inst, 0, idx)
-    c = C.compute(t)
-    expr = _template(UNARY, inst, t).format(x=x, n=t.value, c=c)
+    c = em.dialect.compute(t)
+    expr = _template(em, UNARY, inst, t).format(x=x, n=t.value, c=c)
     return em.result(inst, expr)
 
 
@@ -103,8 +104,8 @@ def _unary(em: ElementalEmitter, inst: HloInstruction, idx):
 def _binary(em: ElementalEmitter, inst: HloInstruction, idx):
     t = em.operand_shape(inst, 0).dtype
     x, y = em.operand(inst, 0, idx), em.operand(inst, 1, idx)
-    c = C.compute(t)
-    expr = _template(BINARY, inst, t).format(x=x, y=y, n=t.value, c=c, u=_UNSIGNED_OF.get(c, c))
+    c = em.dialect.compute(t)
+    expr = _template(em, BINARY, inst, t).format(x=x, y=y, n=t.value, c=c, u=_UNSIGNED_OF.get(c, c))
     return em.result(inst, expr)
 
 
@@ -136,8 +137,8 @@ def _clamp(em: ElementalEmitter, inst: HloInstruction, idx):
     lo = em.operand(inst, 0, idx if em.operand_shape(inst, 0).dims else ())
     x = em.operand(inst, 1, idx)
     hi = em.operand(inst, 2, idx if em.operand_shape(inst, 2).dims else ())
-    mx, mn = BINARY[Opcode.MAXIMUM][kind(t)], BINARY[Opcode.MINIMUM][kind(t)]
-    inner = em.tmp(C.compute(t), mx.format(x=x, y=lo))
+    mx, mn = BINARY[Opcode.MAXIMUM][kind(em.dialect, t)], BINARY[Opcode.MINIMUM][kind(em.dialect, t)]
+    inner = em.tmp(em.dialect.compute(t), mx.format(x=x, y=lo))
     return em.result(inst, mn.format(x=inner, y=hi))
 
 
@@ -146,7 +147,7 @@ def _convert(em: ElementalEmitter, inst: HloInstruction, idx):
     src = em.operand_shape(inst, 0).dtype
     dst = inst.shape.dtype
     x = em.operand(inst, 0, idx)
-    out = C.compute(dst)
+    out = em.dialect.compute(dst)
     if dst.is_pred:
         expr = f"(({x}) != 0)"
     elif dst.is_integral and src.is_float:

@@ -9,11 +9,13 @@ accumulators, inlining the reducer computation.
 
 from __future__ import annotations
 
-from backends.cpu import ctypes_c as C
-from backends.cpu.elemental import (
-    CodegenUnsupported, ElementalEmitter, Index, ctype_of, delinearize, elemental, linear_index,
-)
-from hlo.ir import HloInstruction
+from typing import Callable
+
+from backends.codegen.elemental import ElementalEmitter, elemental
+from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.layout import Index, delinearize, linear_index
+from hlo.dtypes import PrimitiveType
+from hlo.ir import HloInstruction, HloModule
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape, TupleShape
 
@@ -25,14 +27,14 @@ def _constant(em: ElementalEmitter, inst: HloInstruction, idx: Index):
         raise CodegenUnsupported(f"%{inst.name}: tuple constants are not supported")
     arr = inst.literal.to_numpy()
     if shape.num_elements == 1:
-        return C.literal(arr.reshape(-1)[0], shape.dtype)
+        return em.dialect.literal(arr.reshape(-1)[0], shape.dtype)
     ref = em.constant_ref(inst)
-    return C.load(shape.dtype, f"{ref}[{linear_index(Shape(shape.dtype, shape.dims), idx)}]")
+    return em.dialect.load(shape.dtype, f"{ref}[{linear_index(Shape(shape.dtype, shape.dims), idx)}]")
 
 
 @elemental(Opcode.IOTA)
 def _iota(em, inst, idx):
-    return em.result(inst, f"({C.compute(inst.shape.dtype)})({idx[inst.attr('iota_dimension')]})")
+    return em.result(inst, f"({em.dialect.compute(inst.shape.dtype)})({idx[inst.attr('iota_dimension')]})")
 
 
 @elemental(Opcode.BROADCAST)
@@ -104,7 +106,7 @@ def _pad(em, inst, idx):
         src.append(f"({shifted} < 0 ? 0 : ({shifted} > {n - 1} ? {n - 1} : {shifted}))")
     inside = em.tmp("int", " && ".join(f"({c})" for c in conds) or "1", "in")
     v = em.operand(inst, 0, tuple(src))
-    return em.tmp(ctype_of(inst), f"({inside} ? {v} : {pad_value})")
+    return em.tmp(em.ctype_of(inst), f"({inside} ? {v} : {pad_value})")
 
 
 @elemental(Opcode.CONCATENATE)
@@ -122,7 +124,7 @@ def _concatenate(em, inst, idx):
             parts.append((name, offset, size))
         offset += size
     if not parts:
-        return em.var(ctype_of(inst), "0")
+        return em.var(em.ctype_of(inst), "0")
     i = idx[axis]
     values = []
     for k, (name, start, size) in enumerate(parts):
@@ -135,7 +137,7 @@ def _concatenate(em, inst, idx):
     expr = values[-1]
     for (_, start, size), v in zip(reversed(parts[:-1]), reversed(values[:-1])):
         expr = f"({i} < {start + size} ? {v} : {expr})"
-    return em.tmp(ctype_of(inst), expr) if len(values) > 1 else values[0]
+    return em.tmp(em.ctype_of(inst), expr) if len(values) > 1 else values[0]
 
 
 def _clamped_starts(em, inst, first: int, sizes, operand_dims):
@@ -162,7 +164,7 @@ def _dynamic_update_slice(em, inst, idx):
     starts = _clamped_starts(em, inst, 2, upd.dims, inst.shape.dims)
     rel = [f"({i} - {s})" for i, s in zip(idx, starts)]
     inside = " && ".join(f"({r} >= 0 && {r} < {n})" for r, n in zip(rel, upd.dims)) or "1"
-    value = em.var(ctype_of(inst), "0")
+    value = em.var(em.ctype_of(inst), "0")
     with em.buf.block(f"if ({inside})"):
         em.push()
         em.buf.line(f"{value} = {em.operand(inst, 1, tuple(rel))};")
@@ -187,18 +189,20 @@ def _gte(em, inst, idx):
     return value[inst.attr("index")]
 
 
-def _loop_accumulate(em: ElementalEmitter, bounds: list[tuple[str, int]], body, simd: str | None = None) -> None:
-    """Open nested ``for`` loops over ``bounds`` ((var, size) pairs) around ``body()``; ``simd`` is an
-    OpenMP reduction clause (e.g. ``reduction(+:acc3)``): put on the innermost loop, or, when the
-    caller runs this element alone (``em.parallel_reduce``), on all the loops to split them over threads."""
-    if simd and getattr(em, "parallel_reduce", False) and bounds:
+def _loop_accumulate(em: ElementalEmitter, bounds: list[tuple[str, int]], body: Callable[[], None],
+                     simd: str | None = None) -> None:
+    """Open nested ``for`` loops over ``bounds`` ((var, size) pairs) around ``body()``; ``simd`` is the
+    dialect's reduction clause (``Dialect.reduction_clause``, e.g. ``reduction(+:acc3)``): put on the
+    innermost loop, or, when the caller runs this element alone (``em.parallel_reduce``) and the dialect
+    has ``parallel_reductions``, on all the loops to split them over threads."""
+    dialect = em.dialect
+    if simd and em.parallel_reduce and dialect.parallel_reductions and bounds:
         em.parallel_reduce = False  # one parallel region per element
-        collapse = f" collapse({len(bounds)})" if len(bounds) > 1 else ""
-        em.buf.line(f"#pragma omp parallel for simd{collapse} schedule(static) {simd}")
+        _pragma(em, dialect.parallel_simd_pragma(len(bounds), simd))
         simd = None
     for k, (var, size) in enumerate(bounds):
         if simd and k == len(bounds) - 1:
-            em.buf.line(f"#pragma omp simd {simd}")
+            _pragma(em, dialect.simd_pragma(simd))
         em.buf.line(f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{")
         em.buf._level += 1
     em.push()
@@ -209,13 +213,18 @@ def _loop_accumulate(em: ElementalEmitter, bounds: list[tuple[str, int]], body, 
         em.buf.line("}")
 
 
+def _pragma(em: ElementalEmitter, line: str | None) -> None:
+    if line is not None:
+        em.buf.line(line)
+
+
 @elemental(Opcode.REDUCE)
 def _reduce(em, inst, idx):
     n = len(inst.operands) // 2
     src = em.operand_shape(inst, 0)
     dims = set(inst.attr("dimensions"))
     shapes = inst.shape.elements if isinstance(inst.shape, TupleShape) else (inst.shape,)
-    accs = [em.var(C.compute(s.dtype), em.operand(inst, n + k, ()), "acc") for k, s in enumerate(shapes)]
+    accs = [em.var(em.dialect.compute(s.dtype), em.operand(inst, n + k, ()), "acc") for k, s in enumerate(shapes)]
     loop_vars = {d: em.names.fresh("r") for d in sorted(dims)}
     out_iter = iter(idx)
     full = tuple(loop_vars[d] if d in dims else next(out_iter) for d in range(src.rank))
@@ -230,27 +239,12 @@ def _reduce(em, inst, idx):
     simd = None
     if len(accs) == 1:
         op = simple_reducer(em.module, inst.attr("to_apply").name)
-        clause = SIMD_REDUCTIONS.get((op, C.compute(shapes[0].dtype))) if op is not None else None
-        simd = f"reduction({clause}:{accs[0]})" if clause else None
+        simd = em.dialect.reduction_clause(op, em.dialect.compute(shapes[0].dtype), accs[0]) if op is not None else None
     _loop_accumulate(em, [(loop_vars[d], src.dims[d]) for d in sorted(dims)], body, simd)
     return tuple(accs) if isinstance(inst.shape, TupleShape) else accs[0]
 
 
-# (reducer opcode, compute type) -> OpenMP reduction identifier. Float max/min use the NaN-propagating
-# reductions the prelude declares; reassociating float sums is allowed, as XLA's CPU backend does.
-SIMD_REDUCTIONS = {
-    **{(Opcode.ADD, t): "+" for t in ("float", "double", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t",
-                                       "uint16_t", "uint32_t", "uint64_t")},
-    **{(Opcode.MULTIPLY, t): "*" for t in ("float", "double", "int32_t", "int64_t", "uint32_t", "uint64_t")},
-    (Opcode.MAXIMUM, "float"): "tfxla_maxf", (Opcode.MINIMUM, "float"): "tfxla_minf",
-    (Opcode.MAXIMUM, "double"): "tfxla_max", (Opcode.MINIMUM, "double"): "tfxla_min",
-    **{(Opcode.MAXIMUM, t): "max" for t in ("int32_t", "int64_t", "uint32_t", "uint64_t")},
-    **{(Opcode.MINIMUM, t): "min" for t in ("int32_t", "int64_t", "uint32_t", "uint64_t")},
-    (Opcode.AND, "int"): "&&", (Opcode.OR, "int"): "||",
-}
-
-
-def simple_reducer(module, comp_name: str) -> Opcode | None:
+def simple_reducer(module: HloModule, comp_name: str) -> Opcode | None:
     """The opcode of a reducer that is one binary op on its two parameters, else None."""
     comp = module.computation(comp_name)
     root = comp.root
@@ -284,7 +278,7 @@ def _dot(em, inst, idx):
     for ld, rd, k in zip(lc, rc, kvars):
         li[ld], ri[rd] = k, k
     t = inst.shape.dtype
-    acc_type = "float" if C.compute(t) == "float" else C.compute(t)
+    acc_type = "float" if em.dialect.compute(t) == "float" else em.dialect.compute(t)
     acc = em.var(acc_type, "0")
 
     def body():
@@ -316,9 +310,11 @@ def _call(em, inst, idx):
 @elemental(Opcode.FUSION)
 def _nested_fusion(em, inst, idx):
     comp = em.module.computation(inst.attr("calls").name)
-    sub = ElementalEmitter(em.module, comp, [(lambda i, k=k: em.operand(inst, k, i)) for k in range(len(inst.operands))],
-                           em.buf, em.names, em.constant_ref)
-    return sub.emit(comp.root_name, idx)
+    return em.sub(comp, [_operand_param(em, inst, k) for k in range(len(inst.operands))]).emit(comp.root_name, idx)
+
+
+def _operand_param(em: ElementalEmitter, inst: HloInstruction, k: int) -> Callable[[Index], str]:
+    return lambda i: em.operand(inst, k, i)
 
 
 @elemental(Opcode.SET_DIMENSION_SIZE, Opcode.OPTIMIZATION_BARRIER)
@@ -330,11 +326,11 @@ def _pass_through(em, inst, idx):
 _BITS = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
 
 
-def reinterpret_bits(em: ElementalEmitter, value: str, src, dst, name: str) -> str:
+def reinterpret_bits(em: ElementalEmitter, value: str, src: PrimitiveType, dst: PrimitiveType, name: str) -> str:
     """``value`` (compute type of ``src``) with its stored bits read as ``dst`` (same width)."""
     if src.byte_size != dst.byte_size or src.bit_width < 8:
         raise CodegenUnsupported(f"%{name}: bit reinterpretation between different widths")
-    stored = em.tmp(C.storage(src), C.store(src, value), "bc")
+    stored = em.tmp(em.dialect.storage(src), em.dialect.store(src, value), "bc")
     out = em.names.fresh("bc")
-    em.buf.line(f"{C.storage(dst)} {out}; memcpy(&{out}, &{stored}, {dst.byte_size});")
-    return em.tmp(C.compute(dst), C.load(dst, out))
+    em.buf.line(f"{em.dialect.storage(dst)} {out}; memcpy(&{out}, &{stored}, {dst.byte_size});")
+    return em.tmp(em.dialect.compute(dst), em.dialect.load(dst, out))

@@ -15,8 +15,9 @@ constants get-dimension-size, partition-id and replica-id.
 
 from __future__ import annotations
 
-from backends.cpu import ctypes_c as C
-from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, Index, delinearize, elemental
+from backends.codegen.elemental import ElementalEmitter, elemental
+from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.layout import Index, delinearize
 from hlo.dtypes import PrimitiveType as P
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
@@ -41,7 +42,7 @@ def _reduce_precision(em: ElementalEmitter, inst: HloInstruction, idx: Index):
     width = 1 + src_e + src_m
     u = _UINT[width]
     x = em.operand(inst, 0, idx)
-    stored = em.tmp(C.storage(t), C.store(t, x), "rp")
+    stored = em.tmp(em.dialect.storage(t), em.dialect.store(t, x), "rp")
     v = em.var(u, "0", "rp")
     em.buf.line(f"memcpy(&{v}, &{stored}, {width // 8});")
     if mbits < src_m:
@@ -57,19 +58,19 @@ def _reduce_precision(em: ElementalEmitter, inst: HloInstruction, idx: Index):
                     f"{v} = ({u})({sign} | {_u(exp_mask, width)});")
         em.buf.line(f"else if ({exponent} <= {_u((bias - reduced) << src_m, width)}) {v} = {sign};")
     out = em.names.fresh("rp")
-    em.buf.line(f"{C.storage(t)} {out}; memcpy(&{out}, &{v}, {width // 8});")
-    return em.tmp(C.compute(t), f"isnan({x}) ? {x} : {C.load(t, out)}", "rp")
+    em.buf.line(f"{em.dialect.storage(t)} {out}; memcpy(&{out}, &{v}, {width // 8});")
+    return em.tmp(em.dialect.compute(t), f"isnan({x}) ? {x} : {em.dialect.load(t, out)}", "rp")
 
 
 @elemental(Opcode.GET_DIMENSION_SIZE)
 def _get_dimension_size(em: ElementalEmitter, inst: HloInstruction, idx: Index):
     (d,) = inst.attr("dimensions")
-    return C.literal(em.operand_shape(inst, 0).dims[d], inst.shape.dtype)
+    return em.dialect.literal(em.operand_shape(inst, 0).dims[d], inst.shape.dtype)
 
 
 @elemental(Opcode.PARTITION_ID, Opcode.REPLICA_ID)
 def _device_id(em: ElementalEmitter, inst: HloInstruction, idx: Index):
-    return C.literal(0, inst.shape.dtype)
+    return em.dialect.literal(0, inst.shape.dtype)
 
 
 @elemental(Opcode.DYNAMIC_RESHAPE)
@@ -82,7 +83,7 @@ def _dynamic_reshape(em: ElementalEmitter, inst: HloInstruction, idx: Index):
     # Sizes that do not multiply to the operand's size are invalid (the evaluator refuses them); the
     # offset check keeps the read in bounds whatever they are.
     inside = " && ".join([f"{i} < {n}" for i, n in zip(idx, sizes)] + [f"{offset} < {src.num_elements}"])
-    value = em.var(C.compute(inst.shape.dtype), "0")
+    value = em.var(em.dialect.compute(inst.shape.dtype), "0")
     with em.buf.block(f"if ({inside})"):
         em.push()
         em.buf.line(f"{value} = {em.operand(inst, 0, delinearize(offset, Shape(src.dtype, src.dims)))};")

@@ -7,9 +7,10 @@ dense convolution and matmul paths live in their own kernels.
 
 from __future__ import annotations
 
-from backends.cpu import ctypes_c as C
-from backends.cpu.elemental import CodegenUnsupported, ElementalEmitter, Index, elemental
-from backends.cpu.elemental_data import _loop_accumulate, reinterpret_bits
+from backends.codegen.elemental import ElementalEmitter, elemental
+from backends.codegen.elemental_data import _loop_accumulate, reinterpret_bits
+from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.layout import Index
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 from hlo.shapes import TupleShape
@@ -32,7 +33,7 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, idx: Index):
     src = em.operand_shape(inst, 0)
     window = inst.attr("window").dims
     shapes = inst.shape.elements if isinstance(inst.shape, TupleShape) else (inst.shape,)
-    accs = [em.var(C.compute(s.dtype), em.operand(inst, n + k, ()), "acc") for k, s in enumerate(shapes)]
+    accs = [em.var(em.dialect.compute(s.dtype), em.operand(inst, n + k, ()), "acc") for k, s in enumerate(shapes)]
     kvars = [em.names.fresh("w") for _ in window]
     positions, conds = [], []
     for o, k, d, size in zip(idx, kvars, window, src.dims):
@@ -76,7 +77,7 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, idx: Index):
         batch = f"({bgroup} * {inst.shape.dims[dl.output_batch]} + {b})"
     c = em.names.fresh("c")
     kvars = [em.names.fresh("w") for _ in window]
-    acc_type = C.compute(inst.shape.dtype)
+    acc_type = em.dialect.compute(inst.shape.dtype)
     acc = em.var(acc_type, "0")
     lhs_idx: list[str] = ["0"] * lhs.rank
     rhs_idx: list[str] = ["0"] * rhs.rank
@@ -115,7 +116,7 @@ def _gather(em: ElementalEmitter, inst: HloInstruction, idx: Index):
                                  f"check the indices first (TF raises InvalidArgumentError where XLA's clamp "
                                  f"would answer)")
     if operand.num_elements == 0:
-        return C.literal(0, inst.shape.dtype)
+        return em.dialect.literal(0, inst.shape.dtype)
     offset_dims = inst.attr("offset_dims", ())
     collapsed = inst.attr("collapsed_slice_dims", ())
     start_map = inst.attr("start_index_map", ())

@@ -1,0 +1,161 @@
+"""The elemental emitter: C-family code computing one element of an instruction at a given index.
+
+``ElementalEmitter.emit(name, idx)`` writes statements into the current
+``IndentedBuffer`` and returns a C expression (usually a temporary) holding
+the element of instruction ``name`` at multi-index ``idx`` (C expressions of
+type int64_t), in the instruction's compute type. Everything target-specific
+(type spellings, f16/bf16 rounding, loop pragmas, the backend's name in
+messages) is asked of the ``Dialect`` the emitter is given (``dialect.py``),
+so the same rules write the CPU backend's C and the CUDA backend's device code.
+Parameters of the computation being emitted are supplied by the caller as
+functions from an index to an expression, so the same emitter serves fused
+computations (parameters read fusion operands' buffers) and scalar
+reducer/comparator bodies (parameters are accumulators). Rules live in
+``ELEMENTAL`` keyed by opcode; an opcode without a rule is refused with
+``CodegenUnsupported``. The rule modules (``elemental_*.py``) are imported at
+the end of this one, so the table is complete wherever the emitter is.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence, Union
+
+from backends.codegen.buffer import IndentedBuffer
+from backends.codegen.dialect import Dialect
+from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.layout import Index
+from backends.codegen.names import Names
+from hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo.opcodes import Opcode
+from hlo.shapes import Shape, ShapeLike
+
+Value = Union[str, tuple[Any, ...]]  # a C expression, or a tuple of values for a tuple-shaped element
+ParamFn = Callable[[Index], Value]
+
+
+class ElementalEmitter:
+    def __init__(self, dialect: Dialect, module: HloModule, comp: HloComputation, params: Sequence[ParamFn],
+                 buf: IndentedBuffer, names: Names, constant_ref: Callable[[HloInstruction], str],
+                 external: dict[str, ParamFn] | None = None):
+        self.dialect = dialect
+        self.module = module
+        self.external = external or {}  # instructions of ``comp`` whose values are read, not computed
+        self.comp = comp
+        self.params = list(params)
+        self.buf = buf
+        self.names = names
+        self.constant_ref = constant_ref  # name of the C array holding a non-scalar constant
+        self._memo: list[dict[tuple[str, Index], Value]] = [{}]
+        self.index_checked: frozenset[str] = frozenset()  # gathers whose index_check the caller emitted
+        # Set by a caller that runs this one element alone: a reduction may then be split over threads
+        # (where the dialect has ``parallel_reductions``); cleared once one parallel region is open.
+        self.parallel_reduce = False
+
+    # --- scoping: values computed inside a nested loop are not visible after it -------
+    def push(self) -> None:
+        self._memo.append({})
+
+    def pop(self) -> None:
+        self._memo.pop()
+
+    def _lookup(self, key: tuple[str, Index]) -> Value | None:
+        for scope in reversed(self._memo):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def tmp(self, ctype: str, expr: str, base: str = "v") -> str:
+        name = self.names.fresh(base)
+        self.buf.line(f"const {ctype} {name} = {expr};")
+        return name
+
+    def result(self, inst: HloInstruction, expr: str) -> str:
+        """A temporary holding ``expr`` as ``inst``'s element; f16/bf16 results are rounded to their
+        type here (``Dialect.round_result``), as XLA:CPU rounds after every f16/bf16 operation."""
+        t = array_shape(inst).dtype
+        return self.tmp(self.dialect.compute(t), self.dialect.round_result(t, expr))
+
+    def var(self, ctype: str, init: str, base: str = "a") -> str:
+        name = self.names.fresh(base)
+        self.buf.line(f"{ctype} {name} = {init};")
+        return name
+
+    # --- the entry point -----------------------------------------------------------
+    def emit(self, name: str, idx: Index) -> Any:
+        key = (name, idx)
+        hit = self._lookup(key)
+        if hit is not None:
+            return hit
+        inst = self.comp[name]
+        if name in self.external:
+            value = self._materialize(inst, self.external[name](idx))
+        elif inst.opcode is Opcode.PARAMETER:
+            value = self._materialize(inst, self.params[inst.parameter_number](idx))
+        else:
+            rule = ELEMENTAL.get(inst.opcode)
+            if rule is None:
+                raise CodegenUnsupported(f"%{inst.name}: the {self.dialect.backend} backend cannot emit "
+                                         f"{inst.opcode.text} inside a loop (no elemental rule)")
+            value = rule(self, inst, idx)
+        self._memo[-1][key] = value
+        return value
+
+    def _materialize(self, inst: HloInstruction, value: Value) -> Value:
+        """Loads become statements of their own. Besides readability, this avoids a GCC 12.2
+        miscompilation: a load inside ``c ? a[i] : b[i]`` in a vectorized 2-D loop nest (masked
+        loads after if-conversion) returned 0 for some lanes."""
+        if isinstance(value, tuple):
+            return tuple(self._materialize_leaf(s, v) for s, v in zip(inst.shape.elements, value))
+        return self._materialize_leaf(inst.shape, value)
+
+    def _materialize_leaf(self, shape: ShapeLike, value: Value) -> Value:
+        if isinstance(shape, Shape) and isinstance(value, str) and "[" in value:
+            return self.tmp(self.dialect.compute(shape.dtype), value, "x")
+        return value
+
+    def operand(self, inst: HloInstruction, i: int, idx: Index) -> Any:
+        return self.emit(inst.operands[i], idx)
+
+    def operand_shape(self, inst: HloInstruction, i: int) -> Any:
+        return self.comp[inst.operands[i]].shape
+
+    def ctype_of(self, inst: HloInstruction) -> str:
+        """The compute type of an array-shaped instruction's element."""
+        return self.dialect.compute(array_shape(inst).dtype)
+
+    # --- called scalar computations (reducers, comparators, map bodies) ---------------
+    def sub(self, comp: HloComputation, params: Sequence[ParamFn]) -> "ElementalEmitter":
+        """An emitter over ``comp`` (a called or fused computation) writing into the same function."""
+        return ElementalEmitter(self.dialect, self.module, comp, params, self.buf, self.names, self.constant_ref)
+
+    def call_scalar(self, comp_name: str, args: Sequence[Value]) -> Any:
+        """Inline computation ``comp_name`` on scalar argument expressions; returns its root's expression."""
+        comp = self.module.computation(comp_name)
+        return self.sub(comp, [constant_param(a) for a in args]).emit(comp.root_name, ())
+
+
+def constant_param(value: Value) -> ParamFn:
+    """A parameter function that is ``value`` at every index (a scalar argument)."""
+    return lambda _idx: value
+
+
+def array_shape(inst: HloInstruction) -> Shape:
+    if not isinstance(inst.shape, Shape):
+        raise CodegenUnsupported(f"%{inst.name}: tuple-shaped {inst.opcode.text} has no element type")
+    return inst.shape
+
+
+ElementalRule = Callable[[ElementalEmitter, HloInstruction, Index], Value]
+ELEMENTAL: dict[Opcode, ElementalRule] = {}
+
+
+def elemental(*opcodes: Opcode) -> Callable[[ElementalRule], ElementalRule]:
+    def register(fn: ElementalRule) -> ElementalRule:
+        for op in opcodes:
+            ELEMENTAL[op] = fn
+        return fn
+    return register
+
+
+# The rule modules register themselves in ELEMENTAL when imported (each imports this module first).
+from backends.codegen import elemental_data, elemental_math, elemental_misc, elemental_window  # noqa: E402,F401
