@@ -29,12 +29,11 @@ from hlo.lowering import tf_types
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.errors import LoweringError, UnsupportedOpError
 from hlo.lowering.registry import can_lower, rule_for
-from hlo.opcodes import Opcode
+from hlo.opcodes import Group, Opcode
 from hlo.shapes import Shape, scalar
 from hlo.verifier import verify
 
-_NOT_CONSTANT_OPCODES = {Opcode.PARAMETER, Opcode.RNG, Opcode.RNG_BIT_GENERATOR, Opcode.RNG_GET_AND_UPDATE_STATE,
-                         Opcode.CUSTOM_CALL}
+_NOT_CONSTANT_OPCODES = Group.RANDOM | {Opcode.PARAMETER, Opcode.CUSTOM_CALL}
 
 
 @dataclass(frozen=True)
