@@ -1,7 +1,7 @@
 """Shared read-only views of a GraphDef used by every pass: tensor names, edges, orders, devices.
 
 Tensor names are canonical ``"node:i"`` everywhere (a GraphDef input ``"node"`` means ``"node:0"``);
-control inputs are ``"^node"``. A ``GraphIndex`` is built once per GraphDef and never mutated; the
+control inputs are ``"^node"``; ``hlo.lowering.tensor_names`` parses them. A ``GraphIndex`` is built once per GraphDef and never mutated; the
 passes build new GraphDefs instead of editing the one they were given.
 """
 
@@ -9,31 +9,9 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Sequence
 
-
-def split_input(text: str) -> tuple[str, int, bool]:
-    """``"n:1"`` -> ("n", 1, False); ``"n"`` -> ("n", 0, False); ``"^n"`` -> ("n", -1, True)."""
-    if text.startswith("^"):
-        return text[1:], -1, True
-    node, sep, idx = text.rpartition(":")
-    if sep and idx.isdigit():
-        return node, int(idx), False
-    return text, 0, False
-
-
-def tensor(node: str, index: int) -> str:
-    return f"{node}:{index}"
-
-
-def canonical(text: str) -> str:
-    """The canonical spelling of an input or fetch: ``"n"`` -> ``"n:0"``, ``"^n"`` stays."""
-    node, idx, control = split_input(text)
-    return f"^{node}" if control else tensor(node, idx)
-
-
-def fetch_nodes(fetches: Iterable[str]) -> set[str]:
-    return {split_input(f)[0] for f in fetches}
+from hlo.lowering.tensor_names import parse_input
 
 
 @dataclass(frozen=True)
@@ -64,7 +42,10 @@ class GraphIndex:
         for n in self.nodes:
             slot = 0
             for text in n.input:
-                src, idx, control = split_input(text)
+                try:
+                    src, idx, control = parse_input(text)
+                except ValueError as e:
+                    raise ValueError(f"node '{n.name}' has a bad input: {e}") from None
                 if src not in self.by_name:
                     raise ValueError(f"node '{n.name}' has input '{text}' from a node that is not in the graph")
                 if control:
@@ -167,4 +148,4 @@ def device_type(device: str) -> str:
     return "CPU" if key is None else key[3]
 
 
-__all__ = ["Edge", "GraphIndex", "canonical", "device_key", "device_type", "fetch_nodes", "split_input", "tensor"]
+__all__ = ["Edge", "GraphIndex", "device_key", "device_type"]

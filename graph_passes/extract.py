@@ -25,11 +25,12 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from graph_passes._graph import GraphIndex, split_input, tensor
+from graph_passes._graph import GraphIndex
 from graph_passes.inline import referenced_functions
 from graph_passes.mark import CONST_OPS, SHAPE_OPS
 from hlo.lowering import InputSpec
 from hlo.lowering.registry import rule_for
+from hlo.lowering.tensor_names import data_inputs, is_control, node_name, parse_input, tensor
 
 
 SMALL_CONSTANT_ELEMENTS = 1024  # an outside Const up to this size is copied into a cluster, not passed in
@@ -88,7 +89,7 @@ class _Extractor:
         self.library = {f.signature.name: f for f in marking.graph_def.library.function}
         self.fetched: dict[str, int] = {}  # fetched node -> highest output index fetched
         for f in fetches:
-            node, idx, control = split_input(f)
+            node, idx, control = parse_input(f)
             if not control and node in self.index.by_name:
                 self.fetched[node] = max(self.fetched.get(node, -1), idx)
         # first, for every cluster: a tensor another cluster copies in is not an output for that use
@@ -100,7 +101,7 @@ class _Extractor:
         return Port(t, info.dtype, tuple(info.dims))
 
     def _small_const(self, t: str) -> bool:
-        node = self.index.by_name[split_input(t)[0]]
+        node = self.index.by_name[parse_input(t)[0]]
         info = self.marking.tensors.get(t)
         return (node.op in CONST_OPS and t in self.marking.constants and info is not None and info.static
                 and int(np.prod(info.dims, dtype=np.int64)) <= SMALL_CONSTANT_ELEMENTS)
@@ -129,7 +130,7 @@ class _Extractor:
             if t in seen:
                 continue
             seen.add(t)
-            producer = split_input(t)[0]
+            producer = parse_input(t)[0]
             if producer not in members:
                 outside.append(t)
             elif self.index.by_name[producer].op not in SHAPE_OPS:
@@ -142,7 +143,7 @@ class _Extractor:
     def copy_constants(self, tensors: list[str]) -> list:
         """Copies of the producer chains of ``tensors`` (Shape-like ops of static shapes as Consts)."""
         out: dict[str, object] = {}
-        work = [split_input(t)[0] for t in tensors]
+        work = [parse_input(t)[0] for t in tensors]
         while work:
             name = work.pop()
             if name in out:
@@ -166,7 +167,7 @@ class _Extractor:
             copy = type(node)()
             copy.CopyFrom(node)
             del copy.input[:]
-            copy.input.extend(i for i in node.input if not i.startswith("^"))
+            copy.input.extend(data_inputs(node.input))
             out[name] = copy
             if node.op not in CONST_OPS:
                 work.extend(e.producer for e in self.index.data_in[name])
@@ -201,11 +202,11 @@ class _Extractor:
             copy = gd.node.add()
             copy.CopyFrom(node)
             del copy.input[:]
-            copy.input.extend(i for i in node.input if not i.startswith("^") or i[1:] in members)
+            copy.input.extend(i for i in node.input if not is_control(i) or node_name(i) in members)
             histogram[node.op] = histogram.get(node.op, 0) + 1
         called = referenced_functions(gd.node, self.library)
         gd.library.function.extend(f for f in self.marking.graph_def.library.function if f.signature.name in called)
-        order = sorted(outputs, key=lambda t: (self.index.position[split_input(t)[0]], split_input(t)[1]))
+        order = sorted(outputs, key=lambda t: (self.index.position[parse_input(t)[0]], parse_input(t)[1]))
         return ClusterSpec(cluster.name, cluster.nodes, [self.port(t) for t in inputs], [self.port(t) for t in order],
                            gd, cluster.device, tuple(control_in), tuple(control_out), tuple(constants),
                            dict(sorted(histogram.items())))

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graph_passes._graph import GraphIndex, tensor
+from graph_passes._graph import GraphIndex
+from hlo.lowering.tensor_names import control, control_inputs, node_name, tensor
 
 READ = "ReadVariableOp"
 DT_RESOURCE = 20
@@ -95,7 +96,7 @@ def _touches(index: GraphIndex, order: list[str]) -> tuple[dict[str, list], dict
         if node.op == "VarHandleOp":
             shared.setdefault(node.attr["shared_name"].s or node.name.encode(), []).append(tensor(node.name, 0))
     for handle in touches:
-        producer = index.by_name[handle.rpartition(":")[0]]
+        producer = index.by_name[node_name(handle)]
         if not _is_handle(producer):  # a handle passed through another op may alias one we track
             skipped.setdefault(handle, f"the handle comes from {producer.op} '{producer.name}', not a variable")
         elif producer.op == "VarHandleOp" and len(shared[producer.attr["shared_name"].s or
@@ -177,12 +178,12 @@ def _combine(gd, taken: set[str], write, current: str) -> str:
 
 def _initial_read(gd, taken: set[str], write) -> str:
     """A read of the variable placed before ``write`` (which gains a control edge on it)."""
-    controls = [i for i in write.input if i.startswith("^")]
+    controls = control_inputs(write.input)
     read = gd.node.add(name=_fresh(taken, f"{write.name}/tfxla_read"), op=READ, input=[write.input[0], *controls],
                        device=write.device)
     read.attr["dtype"].type = write.attr["dtype"].type
-    write.input.append(f"^{read.name}")
-    return f"{read.name}:0"
+    write.input.append(control(read.name))
+    return tensor(read.name, 0)
 
 
 def _fresh(taken: set[str], name: str) -> str:

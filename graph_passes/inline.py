@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from graph_passes._graph import canonical, fetch_nodes, split_input
+from hlo.lowering.tensor_names import (FunctionRef, canonical, control, control_inputs, data_inputs, fetch_nodes,
+                                       is_control, node_name, parse_function_ref, tensor)
 
 CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 
@@ -62,14 +63,9 @@ def _flat_names(fdef, library: dict) -> dict[str, str]:
         k = 0
         for arg in _op_def(node.op, library).output_arg:
             for i in range(_output_count(arg, node)):
-                flat[f"{node.name}:{arg.name}:{i}"] = f"{node.name}:{k}"
+                flat[str(FunctionRef(node.name, arg.name, i))] = tensor(node.name, k)
                 k += 1
     return flat
-
-
-def _ref_node(ref: str) -> str:
-    """The node a FunctionDef reference names: ``^n``, ``n`` (an argument), ``n:out:0``."""
-    return ref.lstrip("^").split(":", 1)[0]
 
 
 def _called_function(node, library: dict) -> str | None:
@@ -103,22 +99,22 @@ def _unique_prefix(call: str, body_names: Iterable[str], taken: set[str]) -> str
 def _inline_one(call, fdef, library: dict, taken: set[str]) -> tuple[list, list[str], list[str]]:
     """(body nodes, result tensors, control-result nodes) of ``call`` with ``fdef``'s body."""
     sig = fdef.signature
-    data_inputs = [i for i in call.input if not i.startswith("^")]
-    controls = [i for i in call.input if i.startswith("^")]
-    if len(data_inputs) != len(sig.input_arg):
-        raise ValueError(f"call '{call.name}' passes {len(data_inputs)} inputs to '{sig.name}', which takes "
+    data = data_inputs(call.input)
+    controls = control_inputs(call.input)
+    if len(data) != len(sig.input_arg):
+        raise ValueError(f"call '{call.name}' passes {len(data)} inputs to '{sig.name}', which takes "
                          f"{len(sig.input_arg)}")
-    args = {a.name: canonical(t) for a, t in zip(sig.input_arg, data_inputs)}
+    args = {a.name: canonical(t) for a, t in zip(sig.input_arg, data)}
     flat = _flat_names(fdef, library)
     prefix = _unique_prefix(call.name, (n.name for n in fdef.node_def), taken)
     body_names = {n.name for n in fdef.node_def}
 
     def rename(ref: str) -> str:
-        if ref.startswith("^"):
-            name = ref[1:]
+        if is_control(ref):
+            name = node_name(ref)
             if name in args:  # a control edge on an argument: on the node producing the call's input
-                return "^" + split_input(args[name])[0]
-            return "^" + prefix + name
+                return control(node_name(args[name]))
+            return control(prefix + name)
         if ref in args:
             return args[ref]
         if ref not in flat:
@@ -131,7 +127,7 @@ def _inline_one(call, fdef, library: dict, taken: set[str]) -> tuple[list, list[
         node.CopyFrom(original)
         node.name = prefix + original.name
         new_inputs = [rename(i) for i in original.input]
-        if not any(_ref_node(r) in body_names for r in original.input):
+        if not any(parse_function_ref(r).node in body_names for r in original.input):
             new_inputs += [c for c in controls if c not in new_inputs]
         del node.input[:]
         node.input.extend(new_inputs)
@@ -154,11 +150,11 @@ def _name_keeper(call, fdef, results: list[str], control_results: list[str], fet
     node = type(call)()
     node.name = call.name
     node.device = call.device
-    deps = list(dict.fromkeys(["^" + split_input(r)[0] for r in results] + ["^" + c for c in control_results]
-                              + [i for i in call.input if i.startswith("^")]))
+    deps = list(dict.fromkeys([control(node_name(r)) for r in results] + [control(c) for c in control_results]
+                              + control_inputs(call.input)))
     if fetched and results:
         node.op = "IdentityN"
-        node.input.extend(results + [d for d in deps if d not in {"^" + split_input(r)[0] for r in results}])
+        node.input.extend(results + [d for d in deps if d not in {control(node_name(r)) for r in results}])
         node.attr["T"].list.type.extend(a.type for a in fdef.signature.output_arg)
     else:
         node.op = "NoOp"
@@ -210,7 +206,7 @@ def inline_calls(graph_def, fetches: Iterable[str] = (), *, max_depth: int = 64)
                 continue
             body, results, control_results = _inline_one(call, library[fname], library, taken)
             origins.update((n.name, f"{fname}::{o.name}") for n, o in zip(body, library[fname].node_def))
-            rewire.update({f"{call.name}:{k}": r for k, r in enumerate(results)})
+            rewire.update({tensor(call.name, k): r for k, r in enumerate(results)})
             replacement[call.name] = (body, results, control_results)
             inlined += 1
         if not replacement:
@@ -221,9 +217,8 @@ def inline_calls(graph_def, fetches: Iterable[str] = (), *, max_depth: int = 64)
                 seen.add(value)
                 value = rewire[value]
             rewire[key] = value
-        controlled = {split_input(i)[0] for n in nodes for i in n.input if i.startswith("^")}
-        controlled |= {split_input(i)[0] for body, _, _ in replacement.values() for n in body for i in n.input
-                       if i.startswith("^")}
+        controlled = {node_name(i) for n in nodes for i in control_inputs(n.input)}
+        controlled |= {node_name(i) for body, _, _ in replacement.values() for n in body for i in control_inputs(n.input)}
         new_nodes = []
         for node in nodes:
             if node.name not in replacement:
@@ -236,8 +231,8 @@ def inline_calls(graph_def, fetches: Iterable[str] = (), *, max_depth: int = 64)
                 fdef = library[_called_function(node, library)]
                 new_nodes.append(_name_keeper(node, fdef, results, control_results, node.name in fetched))
         for node in new_nodes:
-            if any(not i.startswith("^") and canonical(i) in rewire for i in node.input):
-                updated = [i if i.startswith("^") else rewire.get(canonical(i), i) for i in node.input]
+            if any(not is_control(i) and canonical(i) in rewire for i in node.input):
+                updated = [i if is_control(i) else rewire.get(canonical(i), i) for i in node.input]
                 del node.input[:]
                 node.input.extend(updated)
         nodes = new_nodes

@@ -28,9 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from graph_passes._graph import GraphIndex, device_type, tensor
+from graph_passes._graph import GraphIndex, device_type
 from hlo.lowering import tf_types
 from hlo.lowering.registry import NEVER_COMPILED, can_lower
+from hlo.lowering.tensor_names import tensor
 
 SHAPE_OPS = frozenset({"Shape", "Size", "Rank", "ShapeN"})
 CONST_OPS = frozenset({"Const", "HostConst"})

@@ -22,6 +22,7 @@ from graph_passes.forward_variables import forward_variables
 from graph_passes.inline import inline_calls
 from graph_passes.mark import Marking, mark_compilable
 from graph_passes.rewrite import LaunchSpec, RewriteResult, dead_clusters, live_nodes, rewrite_clusters, standard_attrs
+from hlo.lowering.tensor_names import control
 
 # Op types that stay in TensorFlow by design, never reported as unsupported.
 STRUCTURAL_OPS = frozenset({"Placeholder", "NoOp", "VarHandleOp", "ReadVariableOp", "AssignVariableOp",
@@ -176,7 +177,7 @@ def analyze_function(concrete_function, options: ClusterOptions = ClusterOptions
     from hlo.lowering.tf_function import python_sources
 
     graph = concrete_function.graph
-    fetches = [t.name for t in graph.outputs] + [f"^{op.name}" for op in graph.control_outputs]
+    fetches = [t.name for t in graph.outputs] + [control(op.name) for op in graph.control_outputs]
     input_shapes = None
     if batch_size is not None:
         input_shapes = {name: (batch_size, *dims[1:]) for name, dims in batched_inputs(concrete_function).items()}

@@ -24,8 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
-from graph_passes._graph import GraphIndex, canonical, split_input
+from graph_passes._graph import GraphIndex
 from graph_passes.inline import referenced_functions
+from hlo.lowering.tensor_names import (canonical, control, control_inputs, data_inputs, fetch_nodes, node_name,
+                                       parse_input, tensor)
 
 LAUNCH_OP = "TfxlaLaunch"
 
@@ -86,14 +88,14 @@ def live_nodes(graph_def, clusters: Sequence, fetches: Iterable[str] = ()) -> se
     members = {spec.name: spec.node_names for spec in clusters}
     cluster_of = {n: spec.name for spec in clusters for n in spec.node_names}
     live: set[str] = set()
-    work = [r for r in _roots(graph_def.node, {split_input(f)[0] for f in fetches}) if r in by_name]
+    work = [r for r in _roots(graph_def.node, fetch_nodes(fetches)) if r in by_name]
     while work:
         name = work.pop()
         if name in live:
             continue
         for member in members.get(cluster_of.get(name), (name,)):
             live.add(member)
-            work.extend(split_input(i)[0] for i in by_name[member].input if split_input(i)[0] in by_name)
+            work.extend(node_name(i) for i in by_name[member].input if node_name(i) in by_name)
     return live
 
 
@@ -120,7 +122,7 @@ def _live(nodes: Sequence, roots: Iterable[str]) -> set[str]:
         if name in live:
             continue
         live.add(name)
-        work.extend(split_input(i)[0] for i in by_name[name].input)
+        work.extend(node_name(i) for i in by_name[name].input)
     return live
 
 
@@ -162,7 +164,7 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
     launch_nodes: dict[str, str] = {}
     tensor_map: dict[str, str] = {}
     dtypes: dict[str, int] = {}
-    fetched = {split_input(f)[0] for f in fetches}
+    fetched = fetch_nodes(fetches)
     dead_names = set(dead_clusters(graph_def, clusters, fetched))
     for spec in clusters:
         if spec.name in dead_names:
@@ -170,19 +172,19 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
         name = _unique(spec.name, taken)
         launch_nodes[spec.name] = name
         launch_of.update((n, name) for n in spec.node_names)
-        tensor_map.update((p.tensor, f"{name}:{k}") for k, p in enumerate(spec.outputs))
+        tensor_map.update((p.tensor, tensor(name, k)) for k, p in enumerate(spec.outputs))
         dtypes.update((p.tensor, p.dtype) for p in spec.outputs)
 
     def data_input(t: str) -> str:
         t = canonical(t)
-        if split_input(t)[0] not in launch_of:
+        if node_name(t) not in launch_of:
             return t
         if t not in tensor_map:
             raise ValueError(f"tensor '{t}' is read outside its cluster but is not one of the cluster's outputs")
         return tensor_map[t]
 
     def control_input(node: str) -> str:
-        return "^" + launch_of.get(node, node)
+        return control(launch_of.get(node, node))
 
     before = _live(graph_def.node, _roots(graph_def.node, fetched))
     unobserved = {n for spec in clusters if spec.name in dead_names for n in spec.node_names}
@@ -210,10 +212,10 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
             value = path.encode() if isinstance(path, str) else [p.encode() for p in path]
             const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value, dtype=tf.string))
             placed.append(const)
-            node.input.append(f"{const.name}:0")
+            node.input.append(tensor(const.name, 0))
         node.input.extend(data_input(p.tensor) for p in spec.inputs)
         controls = dict.fromkeys(control_input(c) for c in spec.control_inputs)
-        controls.pop("^" + name, None)
+        controls.pop(control(name), None)
         node.input.extend(controls)
         for key, value in decided.attrs.items():
             node.attr[key].CopyFrom(value)
@@ -228,15 +230,14 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
             if keep_fetch_names and original.name in fetched:
                 nodes.append(_name_keeper(original, fetches, data_input, launch_of[original.name], dtypes))
             continue
-        refs = [split_input(t)[0] for t in original.input]
+        refs = [node_name(t) for t in original.input]
         if not any(r in launch_of for r in refs):
             nodes.append(original)
             continue
         node = type(original)()
         node.CopyFrom(original)
-        data = [data_input(t) if split_input(t)[0] in launch_of else t for t in original.input
-                if not t.startswith("^")]
-        controls = dict.fromkeys(control_input(split_input(t)[0]) for t in original.input if t.startswith("^"))
+        data = [data_input(t) if node_name(t) in launch_of else t for t in data_inputs(original.input)]
+        controls = dict.fromkeys(control_input(node_name(t)) for t in control_inputs(original.input))
         del node.input[:]
         node.input.extend(data + list(controls))
         nodes.append(node)
@@ -264,11 +265,11 @@ def _name_keeper(original, fetches: Sequence[str], data_input, launch: str, dtyp
     """The node that keeps a fetched clustered node's name: IdentityN of its outputs, or a NoOp."""
     import tensorflow as tf
 
-    wanted = [split_input(f) for f in fetches if split_input(f)[0] == original.name]
+    wanted = [parse_input(f) for f in fetches if node_name(f) == original.name]
     top = max((idx for _, idx, control in wanted if not control), default=-1)
     if top < 0:
-        return tf.compat.v1.NodeDef(name=original.name, op="NoOp", input=[f"^{launch}"], device=original.device)
-    outputs = [f"{original.name}:{k}" for k in range(top + 1)]
+        return tf.compat.v1.NodeDef(name=original.name, op="NoOp", input=[control(launch)], device=original.device)
+    outputs = [tensor(original.name, k) for k in range(top + 1)]
     node = tf.compat.v1.NodeDef(name=original.name, op="IdentityN", device=original.device,
                                 input=[data_input(t) for t in outputs])
     node.attr["T"].list.type.extend(dtypes[t] for t in outputs)

@@ -3,6 +3,12 @@
 The printer, parser, verifier, evaluator and backends all read this table;
 ``tests/test_opcodes.py`` checks that each opcode has a shape rule and an
 evaluator rule. Arity ``None`` means variadic.
+
+``Group`` names the sets of opcodes that passes and backends share (as
+tinygrad's ``GroupOp`` does): the ones the table has a column for are derived
+from it, the others are listed once here and checked against the columns by
+``tests/test_opcodes.py``. A pass that needs a set of opcodes reads a group
+(or a union of groups) instead of spelling its own.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ class Flag(enum.Flag):
     COMMUTATIVE = enum.auto()
     UNARY_MATH = enum.auto()  # float math with a single operand
     SIDE_EFFECT = enum.auto()  # must not be removed or duplicated
+    TRANSCENDENTAL = enum.auto()  # costs a library call or a long polynomial per element
 
 
-E, C, U, S = Flag.ELEMENTWISE, Flag.COMMUTATIVE, Flag.UNARY_MATH, Flag.SIDE_EFFECT
+E, C, U, S, T = Flag.ELEMENTWISE, Flag.COMMUTATIVE, Flag.UNARY_MATH, Flag.SIDE_EFFECT, Flag.TRANSCENDENTAL
 
 
 @dataclass(frozen=True)
@@ -48,19 +55,19 @@ class Opcode(enum.Enum):
     CEIL = OpSpec("ceil", 1, E | U)
     ROUND_NEAREST_AFZ = OpSpec("round-nearest-afz", 1, E | U)
     ROUND_NEAREST_EVEN = OpSpec("round-nearest-even", 1, E | U)
-    EXPONENTIAL = OpSpec("exponential", 1, E | U)
-    EXPONENTIAL_MINUS_ONE = OpSpec("exponential-minus-one", 1, E | U)
-    LOG = OpSpec("log", 1, E | U)
-    LOG_PLUS_ONE = OpSpec("log-plus-one", 1, E | U)
-    SQRT = OpSpec("sqrt", 1, E | U)
-    RSQRT = OpSpec("rsqrt", 1, E | U)
-    CBRT = OpSpec("cbrt", 1, E | U)
-    TANH = OpSpec("tanh", 1, E | U)
-    LOGISTIC = OpSpec("logistic", 1, E | U)
-    SINE = OpSpec("sine", 1, E | U)
-    COSINE = OpSpec("cosine", 1, E | U)
-    TAN = OpSpec("tan", 1, E | U)
-    ERF = OpSpec("erf", 1, E | U)
+    EXPONENTIAL = OpSpec("exponential", 1, E | U | T)
+    EXPONENTIAL_MINUS_ONE = OpSpec("exponential-minus-one", 1, E | U | T)
+    LOG = OpSpec("log", 1, E | U | T)
+    LOG_PLUS_ONE = OpSpec("log-plus-one", 1, E | U | T)
+    SQRT = OpSpec("sqrt", 1, E | U | T)
+    RSQRT = OpSpec("rsqrt", 1, E | U | T)
+    CBRT = OpSpec("cbrt", 1, E | U | T)
+    TANH = OpSpec("tanh", 1, E | U | T)
+    LOGISTIC = OpSpec("logistic", 1, E | U | T)
+    SINE = OpSpec("sine", 1, E | U | T)
+    COSINE = OpSpec("cosine", 1, E | U | T)
+    TAN = OpSpec("tan", 1, E | U | T)
+    ERF = OpSpec("erf", 1, E | U | T)
     NOT = OpSpec("not", 1, E)
     IS_FINITE = OpSpec("is-finite", 1, E)
     POPCNT = OpSpec("popcnt", 1, E)
@@ -77,10 +84,10 @@ class Opcode(enum.Enum):
     MULTIPLY = OpSpec("multiply", 2, E | C)
     DIVIDE = OpSpec("divide", 2, E)
     REMAINDER = OpSpec("remainder", 2, E)
-    POWER = OpSpec("power", 2, E)
+    POWER = OpSpec("power", 2, E | T)
     MAXIMUM = OpSpec("maximum", 2, E | C)
     MINIMUM = OpSpec("minimum", 2, E | C)
-    ATAN2 = OpSpec("atan2", 2, E)
+    ATAN2 = OpSpec("atan2", 2, E | T)
     AND = OpSpec("and", 2, E | C)
     OR = OpSpec("or", 2, E | C)
     XOR = OpSpec("xor", 2, E | C)
@@ -160,6 +167,10 @@ class Opcode(enum.Enum):
     def has_side_effect(self) -> bool:
         return Flag.SIDE_EFFECT in self.value.flags
 
+    @property
+    def is_transcendental(self) -> bool:
+        return Flag.TRANSCENDENTAL in self.value.flags
+
     def __str__(self) -> str:
         return self.value.text
 
@@ -175,3 +186,46 @@ _BY_TEXT = {op.text: op for op in Opcode}
 
 # Every attribute that names called computations (the union of the table's ``calls`` columns).
 CALLED_COMPUTATION_ATTRS = tuple(dict.fromkeys(key for op in Opcode for key in op.calls))
+
+
+def _where(keep) -> frozenset[Opcode]:
+    return frozenset(op for op in Opcode if keep(op))
+
+
+class Group:
+    """Named sets of opcodes (frozensets), for ``op in Group.X`` and unions of groups."""
+
+    # --- read from the table's columns
+    ELEMENTWISE = _where(lambda op: op.is_elementwise)
+    UNARY = _where(lambda op: op.is_elementwise and op.arity == 1)
+    BINARY = _where(lambda op: op.is_elementwise and op.arity == 2)
+    TERNARY = _where(lambda op: op.is_elementwise and op.arity == 3)
+    COMMUTATIVE = _where(lambda op: op.is_commutative)
+    TRANSCENDENTAL = _where(lambda op: op.is_transcendental)
+    SIDE_EFFECT = _where(lambda op: op.has_side_effect)
+    CALLERS = _where(lambda op: bool(op.calls))  # hold called computations
+
+    # --- listed here (each checked against the columns in tests/test_opcodes.py)
+    # The same bytes as the operand under another shape: a backend may alias the operand's buffer.
+    VIEW = frozenset({Opcode.RESHAPE, Opcode.BITCAST})
+    # The operand's elements, unchanged and in the same linear order.
+    FORWARDING = VIEW | {Opcode.COPY}
+    # Each output element is one operand element at a remapped index: no arithmetic, no dynamic index.
+    MOVEMENT = VIEW | {Opcode.BROADCAST, Opcode.TRANSPOSE, Opcode.SLICE, Opcode.REVERSE}
+    # Combine many operand elements into one through a called reducer.
+    REDUCTIONS = frozenset({Opcode.REDUCE, Opcode.REDUCE_WINDOW, Opcode.SELECT_AND_SCATTER})
+    # Dense contractions that backends hand to a library (oneDNN, a tiled GPU kernel).
+    CONTRACTIONS = frozenset({Opcode.DOT, Opcode.CONVOLUTION})
+    # Run their called computations as sequential code, on the caller's buffers.
+    CONTROL_FLOW = frozenset({Opcode.CALL, Opcode.WHILE, Opcode.CONDITIONAL})
+    # Group or pick results without touching data (their buffers alias their operands').
+    TUPLE_PLUMBING = frozenset({Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT})
+    # Random numbers: stateful, or a bit stream with no reference value.
+    RANDOM = frozenset({Opcode.RNG, Opcode.RNG_BIT_GENERATOR, Opcode.RNG_GET_AND_UPDATE_STATE})
+    # The position of this program in a replicated/partitioned run (0 in a single-device run).
+    DEVICE_ID = frozenset({Opcode.PARTITION_ID, Opcode.REPLICA_ID})
+
+    @classmethod
+    def all(cls) -> dict[str, frozenset[Opcode]]:
+        """Every group by name."""
+        return {k: v for k, v in vars(cls).items() if isinstance(v, frozenset)}

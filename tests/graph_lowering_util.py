@@ -30,7 +30,8 @@ import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
 
 import hlo
-from hlo.lowering import InputSpec, can_lower, lower_graph, parse_tensor_name
+from hlo.lowering import InputSpec, can_lower, lower_graph
+from hlo.lowering.tensor_names import control_inputs, data_inputs, node_name
 from hlo.lowering.tf_function import python_sources
 
 READ = "ReadVariableOp"
@@ -68,7 +69,7 @@ class GraphCut:
 def _topological_order(nodes) -> list:
     """Nodes ordered by data and control edges (ties broken by GraphDef position)."""
     index = {n.name: i for i, n in enumerate(nodes)}
-    deps = [{index[parse_tensor_name(i.lstrip("^"))[0]] for i in n.input} for n in nodes]
+    deps = [{index[node_name(i)] for i in n.input} for n in nodes]
     users: list[list[int]] = [[] for _ in nodes]
     for i, ds in enumerate(deps):
         for d in ds:
@@ -96,7 +97,7 @@ def _check_resource_order(order, touches: dict[str, list]) -> None:
     for n in order:
         mask = 0
         for i in n.input:
-            dep = parse_tensor_name(i.lstrip("^"))[0]
+            dep = node_name(i)
             mask |= ancestors[dep] | (1 << position[dep])
         ancestors[n.name] = mask
     for ops in touches.values():
@@ -128,11 +129,11 @@ def cut_variables(cf) -> GraphCut:
     touches: dict[str, list] = {}
     for n in order:
         if n.op == READ or n.op in ASSIGNS:
-            resource = parse_tensor_name(n.input[0])[0]
+            resource = node_name(n.input[0])
             if resource not in resources:
                 raise ValueError(f"{n.op} '{n.name}' uses resource '{n.input[0]}', which is not a captured variable")
             touches.setdefault(resource, []).append(n)
-        elif any(parse_tensor_name(i)[0] in resources for i in n.input if not i.startswith("^")):
+        elif any(node_name(i) in resources for i in data_inputs(n.input)):
             # ResourceGather, ResourceApply*, ...: what they read or write would be silently lost
             raise ValueError(f"{n.op} '{n.name}' uses a variable directly; only ReadVariableOp and "
                              f"{'/'.join(ASSIGNS)} are cut out of the graph")
@@ -158,12 +159,12 @@ def cut_variables(cf) -> GraphCut:
     for n in order:
         if n.op not in (READ, *ASSIGNS):
             continue
-        resource = parse_tensor_name(n.input[0])[0]
+        resource = node_name(n.input[0])
         if n.op == READ:
             if resource not in current:
                 initial_value(resource, n, f"{n.name}:0")
             else:  # a second read, or a read after a write: the variable's current value
-                value, controls = current[resource], [i for i in n.input[1:] if i.startswith("^")]
+                value, controls = current[resource], control_inputs(n.input[1:])
                 n.op = "Identity"
                 n.ClearField("input")
                 n.input.extend([value, *controls])
@@ -191,9 +192,9 @@ def cut_variables(cf) -> GraphCut:
 def unsupported_nodes(cut: GraphCut) -> list[tuple[str, str, str]]:
     """(op type, node, reason) for every node the outputs need that cannot be lowered (function bodies too)."""
     nodes = {n.name: n for n in cut.graph_def.node}
-    boundary = {parse_tensor_name(s.tensor)[0] for s in cut.inputs}
+    boundary = {node_name(s.tensor) for s in cut.inputs}
     seen: set[str] = set()
-    work = [parse_tensor_name(t)[0] for t in cut.outputs]
+    work = [node_name(t) for t in cut.outputs]
     bad = []
     while work:
         name = work.pop()
@@ -204,7 +205,7 @@ def unsupported_nodes(cut: GraphCut) -> list[tuple[str, str, str]]:
         verdict = can_lower(node)
         if not verdict:
             bad.append((node.op, node.name, verdict.reason))
-        work.extend(parse_tensor_name(i)[0] for i in node.input if not i.startswith("^"))
+        work.extend(node_name(i) for i in data_inputs(node.input))
     for fn in cut.graph_def.library.function:
         for node in fn.node_def:
             verdict = can_lower(node)

@@ -13,6 +13,7 @@ import hlo
 from graph_passes.mark import Marking, NodeVerdict
 from graph_passes.rewrite import LaunchSpec, standard_attrs
 from hlo.lowering import lower_graph
+from hlo.lowering.tensor_names import node_name
 
 
 def make_graph(spec: Sequence[tuple], devices: Mapping[str, str] | None = None):
@@ -48,7 +49,7 @@ def acyclic_after_contraction(gd, cluster_of: Mapping[str, str]) -> bool:
     indeg = dict.fromkeys(succs, 0)
     for n in gd.node:
         for i in n.input:
-            src = i.lstrip("^").split(":")[0]
+            src = node_name(i)
             a, b = rep[src], rep[n.name]
             if a != b and b not in succs[a]:
                 succs[a].add(b)

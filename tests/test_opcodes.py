@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hlo.evaluator import EVAL_RULES, _load_rules as load_eval_rules
-from hlo.opcodes import Opcode
+from hlo.opcodes import Group, Opcode
 from hlo.shape_inference import SHAPE_RULES, _load_rules as load_shape_rules
 
 # Opcodes the evaluator deliberately refuses, with the reason it gives.
@@ -55,3 +55,55 @@ def test_every_opcode_has_a_shape_rule(op: Opcode) -> None:
 def test_every_opcode_has_an_evaluator_rule(op: Opcode) -> None:
     load_eval_rules()
     assert op in EVAL_RULES or op in NOT_EVALUATED, f"no evaluator rule for {op.text}"
+
+
+# --- groups -------------------------------------------------------------------------------------
+# Each group against the table's columns: a group listed by hand must agree with the flags, arity
+# and called computations of its members, so a new opcode cannot join the wrong group silently.
+
+
+def test_groups_are_frozensets_of_opcodes() -> None:
+    groups = Group.all()
+    assert {"ELEMENTWISE", "FORWARDING", "VIEW", "MOVEMENT", "REDUCTIONS", "CONTRACTIONS", "CONTROL_FLOW",
+            "TRANSCENDENTAL", "RANDOM"} <= set(groups)
+    for name, group in groups.items():
+        assert group and all(isinstance(op, Opcode) for op in group), name
+
+
+def test_column_groups_are_the_columns() -> None:
+    assert Group.ELEMENTWISE == {op for op in Opcode if op.is_elementwise}
+    assert Group.UNARY | Group.BINARY | Group.TERNARY == Group.ELEMENTWISE  # every elementwise op has a fixed arity
+    assert Group.COMMUTATIVE <= Group.BINARY
+    assert Group.TRANSCENDENTAL <= Group.ELEMENTWISE - Group.COMMUTATIVE
+    assert Group.SIDE_EFFECT == {op for op in Opcode if op.has_side_effect}
+    assert Group.CALLERS == {op for op in Opcode if op.calls}
+
+
+def test_data_movement_groups_do_no_arithmetic() -> None:
+    assert Group.VIEW <= Group.FORWARDING
+    assert Group.VIEW <= Group.MOVEMENT
+    for op in Group.FORWARDING | Group.MOVEMENT:
+        assert op.arity == 1 and not op.calls and not op.has_side_effect, op.text
+    assert not (Group.MOVEMENT & Group.ELEMENTWISE)
+    assert Group.FORWARDING - Group.MOVEMENT == {Opcode.COPY}  # the one elementwise forwarder
+    assert Opcode.COPY.is_elementwise and not Opcode.COPY.is_transcendental
+
+
+def test_structural_groups_agree_with_the_table() -> None:
+    assert Group.REDUCTIONS <= Group.CALLERS  # each applies a called reducer
+    assert all("to_apply" in op.calls or op is Opcode.SELECT_AND_SCATTER for op in Group.REDUCTIONS)
+    assert Group.CONTROL_FLOW <= Group.CALLERS
+    assert all(op.arity == 2 and not op.calls for op in Group.CONTRACTIONS)
+    assert Group.SIDE_EFFECT <= Group.RANDOM
+    assert all(op.text.startswith("rng") for op in Group.RANDOM)
+    assert all(op.arity == 0 for op in Group.DEVICE_ID)
+    assert Opcode.GET_TUPLE_ELEMENT.arity == 1 and Opcode.TUPLE.arity is None
+
+
+def test_kind_groups_are_disjoint() -> None:
+    kinds = [Group.ELEMENTWISE, Group.MOVEMENT, Group.REDUCTIONS, Group.CONTRACTIONS, Group.CONTROL_FLOW,
+             Group.TUPLE_PLUMBING, Group.RANDOM, Group.DEVICE_ID]
+    seen: set[Opcode] = set()
+    for group in kinds:
+        assert not (seen & group), sorted(op.text for op in seen & group)
+        seen |= group

@@ -23,7 +23,7 @@ import numpy as np
 from hlo.attributes import ComparisonDirection, ComparisonType
 from hlo.errors import HloEvaluationError
 from hlo.ir import HloComputation, HloInstruction
-from hlo.opcodes import Opcode
+from hlo.opcodes import Group, Opcode
 
 ArrayFn = Callable[..., list]  # arrays in, list of arrays out
 
@@ -54,7 +54,7 @@ def body(module, name: str) -> HloComputation:
     return comp
 
 
-_FORWARDING = (Opcode.RESHAPE, Opcode.COPY, Opcode.BITCAST, Opcode.CONVERT)
+_FORWARDING = Group.FORWARDING | {Opcode.CONVERT}  # (a convert forwards when its type is the operand's)
 
 
 def _source(comp: HloComputation, name: str) -> HloInstruction:

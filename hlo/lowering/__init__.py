@@ -6,10 +6,10 @@ turns a GraphDef subgraph into a verified ``HloModule``.
 """
 
 from hlo.lowering.errors import InvalidArgumentLoweringError, LoweringError, UnsupportedOpError
-from hlo.lowering.graph import InputSpec, lower_graph, parse_tensor_name
+from hlo.lowering.graph import InputSpec, lower_graph
 from hlo.lowering.registry import LOWERINGS, NEVER_COMPILED, Verdict, can_lower, register_lowering, supported_ops
 
 __all__ = [
-    "InvalidArgumentLoweringError", "LoweringError", "UnsupportedOpError", "InputSpec", "lower_graph", "parse_tensor_name", "LOWERINGS",
+    "InvalidArgumentLoweringError", "LoweringError", "UnsupportedOpError", "InputSpec", "lower_graph", "LOWERINGS",
     "NEVER_COMPILED", "Verdict", "can_lower", "register_lowering", "supported_ops",
 ]

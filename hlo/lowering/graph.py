@@ -29,12 +29,13 @@ from hlo.lowering import tf_types
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.errors import LoweringError, UnsupportedOpError
 from hlo.lowering.registry import can_lower, rule_for
-from hlo.opcodes import Opcode
+from hlo.lowering.tensor_names import canonical, data_inputs, parse_input, parse_tensor
+from hlo.lowering.tensor_names import tensor as tensor_name
+from hlo.opcodes import Group, Opcode
 from hlo.shapes import Shape, scalar
 from hlo.verifier import verify
 
-_NOT_CONSTANT_OPCODES = {Opcode.PARAMETER, Opcode.RNG, Opcode.RNG_BIT_GENERATOR, Opcode.RNG_GET_AND_UPDATE_STATE,
-                         Opcode.CUSTOM_CALL}
+_NOT_CONSTANT_OPCODES = Group.RANDOM | {Opcode.PARAMETER, Opcode.CUSTOM_CALL}
 
 
 @dataclass(frozen=True)
@@ -48,20 +49,6 @@ class InputSpec:
     @property
     def element_type(self) -> PrimitiveType:
         return self.dtype if isinstance(self.dtype, PrimitiveType) else tf_types.to_hlo(self.dtype)
-
-
-def parse_tensor_name(name: str) -> tuple[str, int]:
-    """``"node:1"`` -> ("node", 1); ``"node"`` -> ("node", 0)."""
-    if name.startswith("^"):
-        raise ValueError(f"control input {name!r} is not a tensor")
-    node, sep, idx = name.rpartition(":")
-    if sep and idx.isdigit():
-        return node, int(idx)
-    return name, 0
-
-
-def _key(tensor: str) -> str:
-    return "%s:%d" % parse_tensor_name(tensor)
 
 
 def _hlo_name(text: str) -> str:
@@ -89,22 +76,22 @@ class GraphLowering:
 
     # --- entry points ------------------------------------------------------------
     def add_input(self, spec: InputSpec) -> Value:
-        node, idx = parse_tensor_name(spec.tensor)
+        node, idx, _ = parse_tensor(spec.tensor)
         shape = Shape.array(spec.element_type, spec.dims)
         self.builder.name_hint = None
         value = self.builder.parameter(shape, name=_hlo_name(f"{node}.{idx}" if idx else node))
         self._constant[value.name] = False
-        self.values[f"{node}:{idx}"] = value
+        self.values[tensor_name(node, idx)] = value
         return value
 
     def lower_tensor(self, tensor: str) -> Value:
         """Lower whatever ``tensor`` needs, iteratively (deep graphs must not hit Python's recursion limit)."""
-        key = _key(tensor)
+        ref = parse_tensor(tensor)
+        key = str(ref)
         if key not in self.values:
-            self._lower_needed(parse_tensor_name(tensor)[0], tensor)
+            self._lower_needed(ref.node, tensor)
         if key not in self.values:
-            node, idx = parse_tensor_name(key)
-            raise LoweringError(f"node has no output {idx}", node, self.nodes[node].op)
+            raise LoweringError(f"node has no output {ref.index}", ref.node, self.nodes[ref.node].op)
         return self.values[key]
 
     def _lower_needed(self, root: str, tensor: str) -> None:
@@ -127,9 +114,13 @@ class GraphLowering:
             on_path.add(name)
             stack.append((name, True))
             for inp in reversed(node.input):
-                if inp.startswith("^") or _key(inp) in self.values:
+                try:
+                    ref = parse_input(inp)
+                except ValueError as e:
+                    raise LoweringError(f"bad input: {e}", node.name, node.op, self.source_of(node.name)) from None
+                if ref.control or str(ref) in self.values:
                     continue
-                dep = parse_tensor_name(inp)[0]
+                dep = ref.node
                 if dep not in self.nodes:
                     raise LoweringError(f"input '{inp}' refers to node '{dep}', which is not in the graph",
                                         node.name, node.op, self.source_of(node.name))
@@ -143,10 +134,8 @@ class GraphLowering:
         source = self.source_of(node.name)
         rule = rule_for(node.op)
         inputs = []
-        for inp in node.input:
-            if inp.startswith("^"):
-                continue
-            key = _key(inp)
+        for inp in data_inputs(node.input):
+            key = canonical(inp)
             if key not in self.values:
                 raise LoweringError(f"input '{inp}' is not produced by the graph", node.name, node.op, source)
             inputs.append(self.values[key])
@@ -173,7 +162,7 @@ class GraphLowering:
                 self._constant.get(o, False) for o in inst.operands)
         outputs = list(result) if isinstance(result, (list, tuple)) else [result]
         for i, value in enumerate(outputs):
-            self.values.setdefault(f"{node.name}:{i}", value)  # an output that is a cluster input stays one
+            self.values.setdefault(tensor_name(node.name, i), value)  # an output that is a cluster input stays one
 
     # --- compile-time constants ------------------------------------------------------
     def is_constant(self, value: Value) -> bool:
@@ -182,7 +171,7 @@ class GraphLowering:
     def constant_value(self, ctx: LoweringContext, i: int) -> np.ndarray:
         value = ctx.inputs[i]
         if not self.is_constant(value):
-            producer = [n for n in ctx.node.input if not n.startswith("^")][i]
+            producer = data_inputs(ctx.node.input)[i]
             raise LoweringError(
                 f"input {i} ('{producer}') must be a compile-time constant, but its value depends on a "
                 f"cluster input", ctx.node.name, ctx.node.op, self.source_of(ctx.node.name))

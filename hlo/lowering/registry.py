@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from hlo.dtypes import PrimitiveType
 from hlo.lowering import tf_types
+from hlo.lowering.tensor_names import data_inputs
 
 if TYPE_CHECKING:
     from hlo.lowering.context import LoweringContext
@@ -115,7 +116,7 @@ def can_lower(node, input_dtypes: Sequence[int] | None = None,
             if hlo_type not in rule.dtypes:
                 return Verdict(False, f"{op} does not support dtype {name}", name)
     if is_constant is not None:
-        n_data = sum(1 for name in node.input if not name.startswith("^"))
+        n_data = len(data_inputs(node.input))
         for i in rule.const_inputs:
             i = i + n_data if i < 0 else i
             if 0 <= i < n_data and not is_constant(i):

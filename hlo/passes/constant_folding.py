@@ -15,15 +15,14 @@ from hlo.errors import HloEvaluationError
 from hlo.evaluator import Evaluator
 from hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo.literal import Literal
-from hlo.opcodes import Opcode
+from hlo.opcodes import Group, Opcode
 from hlo.passes.editor import ComputationEditor
 from hlo.shapes import Shape
 
 # Computed (so their users can fold) but left in place: cheap to recompute, expensive to store.
 _KEEP = {Opcode.BROADCAST, Opcode.IOTA}
-_NEVER_FOLD = {Opcode.PARAMETER, Opcode.CONSTANT, Opcode.TUPLE,
-               Opcode.GET_TUPLE_ELEMENT, Opcode.CUSTOM_CALL, Opcode.AFTER_ALL, Opcode.PARTITION_ID,
-               Opcode.REPLICA_ID, Opcode.RNG_BIT_GENERATOR, Opcode.WHILE}
+_NEVER_FOLD = Group.TUPLE_PLUMBING | Group.DEVICE_ID | Group.RANDOM | {
+    Opcode.PARAMETER, Opcode.CONSTANT, Opcode.CUSTOM_CALL, Opcode.AFTER_ALL, Opcode.WHILE}
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ import numpy as np
 from hlo.builder import ComputationBuilder, Value
 from hlo.ir import HloComputation
 from hlo.lowering.errors import LoweringError, UnsupportedOpError
-from hlo.lowering.graph import GraphLowering, _hlo_name, parse_tensor_name
+from hlo.lowering.graph import GraphLowering, _hlo_name
+from hlo.lowering.tensor_names import data_inputs, parse_tensor
 from hlo.shapes import ShapeLike, TupleShape
 
 SOURCE_SEP = "::"  # python_sources keys the nodes of function f as f"{f}::{node}"
@@ -55,13 +56,13 @@ class FunctionBody:
         out = set()
         for i, tensor in enumerate(self.rets[:len(self.args)]):
             while True:
-                node, idx = parse_tensor_name(tensor)
-                if "%s:%d" % (node, idx) == self.args[i]:
+                node, idx, _ = ref = parse_tensor(tensor)
+                if str(ref) == self.args[i]:
                     out.add(i)
                 n = by_name.get(node)
                 if n is None or idx != 0 or n.op not in _PASS_THROUGH_OPS:
                     break
-                tensor = next(x for x in n.input if not x.startswith("^"))
+                tensor = data_inputs(n.input)[0]
         return out
 
 

@@ -29,7 +29,7 @@ from hlo.attributes import Attrs, ProgramShape
 from hlo.dtypes import PrimitiveType
 from hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo.literal import Literal
-from hlo.opcodes import Opcode
+from hlo.opcodes import Group, Opcode
 from hlo.passes.editor import ComputationEditor
 from hlo.shape_inference import ShapeContext, ShapeError, infer_shape
 from hlo.shapes import Layout, Shape, ShapeLike
@@ -75,7 +75,7 @@ class RuleError(AssertionError):
 # --- values of constants -------------------------------------------------------------
 
 # Instructions whose every element equals their operand's (when that operand is uniform).
-_VALUE_FORWARDING = (Opcode.BROADCAST, Opcode.RESHAPE, Opcode.COPY, Opcode.BITCAST)
+_VALUE_FORWARDING = Group.FORWARDING | {Opcode.BROADCAST}
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:

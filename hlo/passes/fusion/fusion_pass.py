@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hlo.ir import HloComputation, HloModule
-from hlo.opcodes import Opcode
+from hlo.opcodes import Group, Opcode
 from hlo.passes.fusion.decisions import DecisionLog, FusionDecision, FusionRecord, render, rename
 from hlo.passes.fusion.graph import FusionGraph
 from hlo.passes.fusion.loop_fusion import LoopFusion
@@ -27,7 +27,7 @@ from hlo.passes.fusion.multi_output import MultiOutputFusion
 from hlo.passes.fusion.policy import FusionOptions
 
 # Callers whose called computations run as sequential code (and so are fused themselves).
-_SEQUENTIAL_CALLERS = frozenset({Opcode.WHILE, Opcode.CONDITIONAL, Opcode.CALL})
+_SEQUENTIAL_CALLERS = Group.CONTROL_FLOW
 
 
 def scheduled_computations(module: HloModule) -> list[str]:

@@ -29,7 +29,7 @@ import enum
 from dataclasses import dataclass
 
 from hlo.ir import HloInstruction
-from hlo.opcodes import Opcode
+from hlo.opcodes import Group, Opcode
 from hlo.shapes import Shape
 
 O = Opcode
@@ -47,10 +47,9 @@ class FusionOptions:
 
 
 # Data movement and structure the elemental emitter handles inside a loop nest.
-FUSIBLE_DATA = frozenset({
-    O.BROADCAST, O.RESHAPE, O.BITCAST, O.TRANSPOSE, O.SLICE, O.DYNAMIC_SLICE, O.DYNAMIC_UPDATE_SLICE,
-    O.PAD, O.CONCATENATE, O.REVERSE, O.IOTA, O.CONSTANT, O.REDUCE, O.DOT, O.CONVOLUTION, O.MAP,
-})
+FUSIBLE_DATA = Group.MOVEMENT | Group.CONTRACTIONS | {
+    O.DYNAMIC_SLICE, O.DYNAMIC_UPDATE_SLICE, O.PAD, O.CONCATENATE, O.IOTA, O.CONSTANT, O.REDUCE, O.MAP,
+}
 
 _OWN_KERNEL = "runs as its own kernel, not inside a loop nest"
 _NOT_YET = "not fused yet: it stays its own loop nest"
@@ -85,18 +84,12 @@ NOT_FUSIBLE: dict[Opcode, str] = {
 # Opcodes whose presence makes a fusion kInput (reduce) or kOutput (dot, convolution: library kernels
 # with their elementwise epilogue).
 REDUCTION_HEROES = frozenset({O.REDUCE})
-OUTPUT_HEROES = frozenset({O.DOT, O.CONVOLUTION})
+OUTPUT_HEROES = Group.CONTRACTIONS
 HEROES = REDUCTION_HEROES | OUTPUT_HEROES
 
-# Elementwise opcodes that cost a library call or a long polynomial per element.
-TRANSCENDENTAL = frozenset({
-    O.EXPONENTIAL, O.EXPONENTIAL_MINUS_ONE, O.LOG, O.LOG_PLUS_ONE, O.SQRT, O.RSQRT, O.CBRT, O.TANH,
-    O.LOGISTIC, O.SINE, O.COSINE, O.TAN, O.ERF, O.POWER, O.ATAN2,
-})
 _INTEGER_DIVISION = frozenset({O.DIVIDE, O.REMAINDER})
 # Pure index remapping and leaves: duplicating them repeats no arithmetic.
-FREE = frozenset({O.BROADCAST, O.RESHAPE, O.BITCAST, O.TRANSPOSE, O.SLICE, O.REVERSE, O.IOTA, O.CONSTANT,
-                  O.COPY})
+FREE = Group.MOVEMENT | Group.FORWARDING | {O.IOTA, O.CONSTANT}
 
 
 def not_fusible_reason(inst: HloInstruction) -> str | None:
@@ -116,7 +109,7 @@ def not_fusible_reason(inst: HloInstruction) -> str | None:
 def expense(inst: HloInstruction) -> str | None:
     """The name of the expensive operation ``inst`` performs, or None when it is cheap."""
     op = inst.opcode
-    if op in TRANSCENDENTAL or op in HEROES or op is O.MAP:
+    if op.is_transcendental or op in HEROES or op is O.MAP:
         return op.text
     if op in _INTEGER_DIVISION and isinstance(inst.shape, Shape) and inst.shape.dtype.is_integral:
         return f"integer {op.text}"
@@ -150,7 +143,7 @@ def access(user: HloInstruction, slot: int, operand_shape) -> Access:
         return Access.SAME  # a no-op reshape, broadcast or transpose
     if op is O.BROADCAST:
         return Access.ONCE if _elements(user.shape) <= _elements(operand_shape) else Access.REUSE
-    if op in (O.RESHAPE, O.BITCAST, O.TRANSPOSE, O.REVERSE, O.SLICE, O.CONCATENATE):
+    if op in Group.MOVEMENT or op is O.CONCATENATE:  # (an expanding broadcast returned above)
         return Access.ONCE
     if op is O.PAD or op is O.DYNAMIC_SLICE:
         return Access.ONCE if slot == 0 else Access.REUSE
