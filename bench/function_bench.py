@@ -2,7 +2,7 @@
 
     python -m bench.function_bench [--filter TEXT] [--seconds S] [--rounds R] [--cache_dir DIR] [--json FILE]
 
-The rows of DESIGN.md §9 (``bench/models.py``), each in this one process: TF graph (``tf.function``),
+The rows of docs/design.md §9 (``bench/models.py``), each in this one process: TF graph (``tf.function``),
 TF XLA (``tf.function(jit_compile=True)``) and ours (``tfxla_plugin.function(jit_compile=True)``) on
 the same inputs and live variables. Per row it prints median milliseconds per call (engines measured
 in interleaved rounds, so a change in machine load hits all three alike), the ratio of the faster TF
@@ -17,7 +17,7 @@ variable it writes after one step from the same initial values).
 
 This is a benchmark, not a test: a failing row is reported with its error and the run goes on.
 OpenVINO and ONNX Runtime columns are left out unless those packages are installed (they are not
-used yet even then: DESIGN.md §9 has their numbers).
+used yet even then: docs/design.md §9 has their numbers).
 """
 
 from __future__ import annotations

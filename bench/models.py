@@ -1,4 +1,4 @@
-"""The whole-function workloads of DESIGN.md §9, as Python functions with seeded inputs and live weights.
+"""The whole-function workloads of docs/design.md §9, as Python functions with seeded inputs and live weights.
 
 Each ``Row`` builds, on demand, a fresh ``Case``: the function to compile (``fn``), its arguments, and
 for a training step a ``reset`` that puts the variables back to their initial values (so that every

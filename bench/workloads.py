@@ -1,4 +1,4 @@
-"""The single-cluster workloads of DESIGN.md §9, as TF functions with seeded inputs."""
+"""The single-cluster workloads of docs/design.md §9, as TF functions with seeded inputs."""
 
 from __future__ import annotations
 

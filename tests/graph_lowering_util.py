@@ -1,6 +1,6 @@
 """Test helper: lower a whole traced ``tf.function`` (a ConcreteFunction) that reads and writes variables.
 
-Variables stay outside compiled code (DESIGN.md §5): what the function reads becomes a cluster input
+Variables stay outside compiled code (docs/design.md §5): what the function reads becomes a cluster input
 and what it writes becomes a cluster output that TensorFlow would assign. Inside one function a
 variable can be read again after it was written (Keras' Adam reads ``m`` and ``v`` back after
 ``assign_add``), so the graph is rewritten to treat each variable as a value flowing through the

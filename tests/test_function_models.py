@@ -1,4 +1,4 @@
-"""The DESIGN.md §9 workloads through ``tfxla_plugin.function(jit_compile=True)``, at test sizes.
+"""The docs/design.md §9 workloads through ``tfxla_plugin.function(jit_compile=True)``, at test sizes.
 
 Each workload must compile whole (must-compile: zero unsupported nodes), give TensorFlow's results,
 and come back as a rewritten graph (``experimental_get_compiler_ir(...)(stage="graph")``) that holds

@@ -27,7 +27,7 @@ def make_step():
 
 
 def imported(graph_def, cf, variables):
-    """The GraphDef as a tf.function bound to the live variables (DESIGN.md section 5)."""
+    """The GraphDef as a tf.function bound to the live variables (docs/design.md §5)."""
     handles = {ph.name: eager for eager, ph in cf.graph.captures}
     by_handle = {id(v.handle): v for v in variables}
 

@@ -576,7 +576,7 @@ def test_packaged_library_needs_a_matching_sidecar(tmp_path, monkeypatch):
 
 
 def test_eager_call_overhead(op, kernels):
-    """x+1 on a scalar: one eager op call (DESIGN.md §3 measured ~0.011 ms for a custom op).
+    """x+1 on a scalar: one eager op call (docs/design.md §3: measured ~0.011 ms for a custom op).
 
     The path is passed as a ready tensor: converting a Python str to a string tensor costs more
     than the call itself (~0.03 ms here), so callers keep the path tensor.

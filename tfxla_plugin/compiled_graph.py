@@ -3,7 +3,7 @@
 ``CompiledGraph.build(concrete_function, ...)`` runs the graph passes, compiles every cluster to a
 kernel (``cluster_compiler``, with the backend ``flags.backend`` names), replaces each cluster by one
 ``TfxlaLaunch`` node, and imports the rewritten GraphDef into a new ``tf.function`` bound to the same
-live variables (DESIGN.md §5).
+live variables (docs/design.md §5).
 
 When the whole function is a single launch fed directly by its inputs and variable reads, and its
 only side effects are assigns of launch results to variables (an optimizer step), calls skip the
@@ -298,7 +298,7 @@ def data_input_specs(cf) -> list:
 
 class GraphImporter:
     """Imports a rewritten GraphDef of ``cf`` into the graph being traced, bound to ``cf``'s live
-    variables (DESIGN.md section 5); ``importer(flat_inputs, extra_map)`` returns the flat outputs.
+    variables (docs/design.md §5); ``importer(flat_inputs, extra_map)`` returns the flat outputs.
     ``flat_inputs`` are tensors, or variables for variable arguments; ``extra_map`` maps more tensor
     names (a kernel path Const, say) to tensors of the traced graph.
 
