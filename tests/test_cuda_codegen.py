@@ -142,6 +142,20 @@ def test_control_flow_runs_on_the_host_and_sort_and_scatter_in_one_thread() -> N
     assert "__device__ __forceinline__ int cmp_0(" in s.source  # the CPU comparator, as a device function
 
 
+def test_device_code_is_written_in_the_cuda_dialect_not_rewritten_c() -> None:
+    """The shared elemental rules and the serial strategy's kernels ask the CUDA dialect for f16's type
+    and for loop pragmas: no ``_Float16`` (nvcc has none in device code) and no OpenMP anywhere."""
+    for name in MODULES:
+        source = generated(name).source
+        assert "_Float16" not in source and "#pragma omp" not in source, name
+    s = generated("sort_scatter_f16")
+    assert set(s.strategies.values()) == {"serial"}
+    scatter = s.source[s.source.index("void __launch_bounds__(1) k1_sc("):]
+    assert "const float v6 = (float)(__half)((t4 + t5));" in scatter  # the combiner's f16 rounding
+    assert "r0[w2 + (s3 * 2)] = (__half)(v6);" in scatter  # and store
+    assert "__device__ __forceinline__ int cmp_0(float x0, float x1)" in s.source
+
+
 def test_scratch_buffers_are_reused_and_inside_the_arena() -> None:
     module = hlo.parse_module("""HloModule chain
 ENTRY main {

@@ -27,7 +27,7 @@ from backends.codegen.layout import Index
 from backends.codegen.names import Names
 from hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo.opcodes import Opcode
-from hlo.shapes import Shape, ShapeLike
+from hlo.shapes import Shape, ShapeLike, TupleShape
 
 Value = Union[str, tuple[Any, ...]]  # a C expression, or a tuple of values for a tuple-shaped element
 ParamFn = Callable[[Index], Value]
@@ -36,7 +36,7 @@ ParamFn = Callable[[Index], Value]
 class ElementalEmitter:
     def __init__(self, dialect: Dialect, module: HloModule, comp: HloComputation, params: Sequence[ParamFn],
                  buf: IndentedBuffer, names: Names, constant_ref: Callable[[HloInstruction], str],
-                 external: dict[str, ParamFn] | None = None):
+                 external: dict[str, ParamFn] | None = None) -> None:
         self.dialect = dialect
         self.module = module
         self.external = external or {}  # instructions of ``comp`` whose values are read, not computed
@@ -90,6 +90,7 @@ class ElementalEmitter:
         if name in self.external:
             value = self._materialize(inst, self.external[name](idx))
         elif inst.opcode is Opcode.PARAMETER:
+            assert inst.parameter_number is not None  # (the parser and the verifier ensure it)
             value = self._materialize(inst, self.params[inst.parameter_number](idx))
         else:
             rule = ELEMENTAL.get(inst.opcode)
@@ -104,7 +105,7 @@ class ElementalEmitter:
         """Loads become statements of their own. Besides readability, this avoids a GCC 12.2
         miscompilation: a load inside ``c ? a[i] : b[i]`` in a vectorized 2-D loop nest (masked
         loads after if-conversion) returned 0 for some lanes."""
-        if isinstance(value, tuple):
+        if isinstance(value, tuple) and isinstance(inst.shape, TupleShape):
             return tuple(self._materialize_leaf(s, v) for s, v in zip(inst.shape.elements, value))
         return self._materialize_leaf(inst.shape, value)
 
@@ -143,6 +144,14 @@ def array_shape(inst: HloInstruction) -> Shape:
     if not isinstance(inst.shape, Shape):
         raise CodegenUnsupported(f"%{inst.name}: tuple-shaped {inst.opcode.text} has no element type")
     return inst.shape
+
+
+def leaf_shapes(inst: HloInstruction) -> tuple[Shape, ...]:
+    """The array shapes of an instruction's results: its shape, or the elements of its flat tuple."""
+    elements = inst.shape.elements if isinstance(inst.shape, TupleShape) else (inst.shape,)
+    if not all(isinstance(s, Shape) for s in elements):
+        raise CodegenUnsupported(f"%{inst.name}: nested tuple results of {inst.opcode.text}")
+    return tuple(s for s in elements if isinstance(s, Shape))
 
 
 ElementalRule = Callable[[ElementalEmitter, HloInstruction, Index], Value]

@@ -9,9 +9,9 @@ accumulators, inlining the reducer computation.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
-from backends.codegen.elemental import ElementalEmitter, elemental
+from backends.codegen.elemental import ElementalEmitter, Value, array_shape, elemental, leaf_shapes
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import Index, delinearize, linear_index
 from hlo.dtypes import PrimitiveType
@@ -21,10 +21,12 @@ from hlo.shapes import Shape, TupleShape
 
 
 @elemental(Opcode.CONSTANT)
-def _constant(em: ElementalEmitter, inst: HloInstruction, idx: Index):
+def _constant(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     shape = inst.shape
     if not isinstance(shape, Shape):
         raise CodegenUnsupported(f"%{inst.name}: tuple constants are not supported")
+    if inst.literal is None:
+        raise CodegenUnsupported(f"%{inst.name}: constant without a literal")
     arr = inst.literal.to_numpy()
     if shape.num_elements == 1:
         return em.dialect.literal(arr.reshape(-1)[0], shape.dtype)
@@ -33,42 +35,42 @@ def _constant(em: ElementalEmitter, inst: HloInstruction, idx: Index):
 
 
 @elemental(Opcode.IOTA)
-def _iota(em, inst, idx):
-    return em.result(inst, f"({em.dialect.compute(inst.shape.dtype)})({idx[inst.attr('iota_dimension')]})")
+def _iota(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
+    return em.result(inst, f"({em.dialect.compute(array_shape(inst).dtype)})({idx[inst.attr('iota_dimension')]})")
 
 
 @elemental(Opcode.BROADCAST)
-def _broadcast(em, inst, idx):
+def _broadcast(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     dims = inst.attr("dimensions")
     return em.operand(inst, 0, tuple(idx[d] for d in dims))
 
 
 @elemental(Opcode.RESHAPE, Opcode.BITCAST)
-def _reshape(em, inst, idx):
+def _reshape(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     src = em.operand_shape(inst, 0)
     if src.num_elements == 1:
         value = em.operand(inst, 0, ("0",) * src.rank)
     elif inst.opcode is Opcode.BITCAST:  # same bytes: map through both layouts
-        value = em.operand(inst, 0, delinearize(linear_index(inst.shape, idx), src))
+        value = em.operand(inst, 0, delinearize(linear_index(array_shape(inst), idx), src))
     else:
-        offset = em.tmp("int64_t", linear_index(Shape(inst.shape.dtype, inst.shape.dims), idx), "o")
+        offset = em.tmp("int64_t", linear_index(Shape(array_shape(inst).dtype, array_shape(inst).dims), idx), "o")
         value = em.operand(inst, 0, delinearize(offset, Shape(src.dtype, src.dims)))
-    if src.dtype != inst.shape.dtype:  # a bitcast that reinterprets each element (equal widths)
-        return reinterpret_bits(em, value, src.dtype, inst.shape.dtype, inst.name)
+    if src.dtype != array_shape(inst).dtype:  # a bitcast that reinterprets each element (equal widths)
+        return reinterpret_bits(em, value, src.dtype, array_shape(inst).dtype, inst.name)
     return value
 
 
 @elemental(Opcode.TRANSPOSE)
-def _transpose(em, inst, idx):
+def _transpose(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     perm = inst.attr("dimensions")
-    src = [None] * len(perm)
+    src: list[str] = [""] * len(perm)  # (every dim is set: perm is a permutation)
     for out_dim, in_dim in enumerate(perm):
         src[in_dim] = idx[out_dim]
     return em.operand(inst, 0, tuple(src))
 
 
 @elemental(Opcode.SLICE)
-def _slice(em, inst, idx):
+def _slice(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     spec = inst.attr("slice")
     src = []
     for i, d in zip(idx, spec):
@@ -78,14 +80,14 @@ def _slice(em, inst, idx):
 
 
 @elemental(Opcode.REVERSE)
-def _reverse(em, inst, idx):
+def _reverse(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     dims = set(inst.attr("dimensions"))
-    n = inst.shape.dims
+    n = array_shape(inst).dims
     return em.operand(inst, 0, tuple(f"({n[d] - 1} - {i})" if d in dims else i for d, i in enumerate(idx)))
 
 
 @elemental(Opcode.PAD)
-def _pad(em, inst, idx):
+def _pad(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     """The operand's element at the source index clamped into the operand, or the padding value, by a
     select: no load inside a branch (GCC 12.2 vectorizes ``if (inside) a = x[..];`` in a loop nest with
     an inner dim of 2 into masked loads that zeroed a row of f64[3,2] padded by [[1,2],[0,0]]; found by
@@ -110,7 +112,7 @@ def _pad(em, inst, idx):
 
 
 @elemental(Opcode.CONCATENATE)
-def _concatenate(em, inst, idx):
+def _concatenate(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     """Every non-empty operand's element at its index clamped into the operand, then one chosen by a
     select chain: no loads inside branches. GCC 12.2 miscompiles the branchy form (``if (i < 5) a =
     x[..]; else a = 1.0 / y[..];`` then min/max) in a vectorized loop nest whose inner dim is 3:
@@ -119,7 +121,7 @@ def _concatenate(em, inst, idx):
     (axis,) = inst.attr("dimensions")
     parts, offset = [], 0
     for name in inst.operands:
-        size = em.comp[name].shape.dims[axis]
+        size = array_shape(em.comp[name]).dims[axis]
         if size:
             parts.append((name, offset, size))
         offset += size
@@ -140,7 +142,8 @@ def _concatenate(em, inst, idx):
     return em.tmp(em.ctype_of(inst), expr) if len(values) > 1 else values[0]
 
 
-def _clamped_starts(em, inst, first: int, sizes, operand_dims):
+def _clamped_starts(em: ElementalEmitter, inst: HloInstruction, first: int, sizes: Sequence[int],
+                    operand_dims: Sequence[int]) -> list[str]:
     starts = []
     for d, (size, n) in enumerate(zip(sizes, operand_dims)):
         s = em.operand(inst, first + d, ())
@@ -150,18 +153,18 @@ def _clamped_starts(em, inst, first: int, sizes, operand_dims):
 
 
 @elemental(Opcode.DYNAMIC_SLICE)
-def _dynamic_slice(em, inst, idx):
+def _dynamic_slice(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     src = em.operand_shape(inst, 0)
     if len(inst.operands) != 1 + src.rank:
         raise CodegenUnsupported(f"%{inst.name}: dynamic-slice with a start-index vector")
-    starts = _clamped_starts(em, inst, 1, inst.shape.dims, src.dims)
+    starts = _clamped_starts(em, inst, 1, array_shape(inst).dims, src.dims)
     return em.operand(inst, 0, tuple(f"({s} + {i})" for s, i in zip(starts, idx)))
 
 
 @elemental(Opcode.DYNAMIC_UPDATE_SLICE)
-def _dynamic_update_slice(em, inst, idx):
+def _dynamic_update_slice(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     upd = em.operand_shape(inst, 1)
-    starts = _clamped_starts(em, inst, 2, upd.dims, inst.shape.dims)
+    starts = _clamped_starts(em, inst, 2, upd.dims, array_shape(inst).dims)
     rel = [f"({i} - {s})" for i, s in zip(idx, starts)]
     inside = " && ".join(f"({r} >= 0 && {r} < {n})" for r, n in zip(rel, upd.dims)) or "1"
     value = em.var(em.ctype_of(inst), "0")
@@ -177,12 +180,12 @@ def _dynamic_update_slice(em, inst, idx):
 
 
 @elemental(Opcode.TUPLE)
-def _tuple(em, inst, idx):
+def _tuple(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     return tuple(em.emit(o, idx) for o in inst.operands)
 
 
 @elemental(Opcode.GET_TUPLE_ELEMENT)
-def _gte(em, inst, idx):
+def _gte(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     value = em.operand(inst, 0, idx)
     if not isinstance(value, tuple):
         raise CodegenUnsupported(f"%{inst.name}: get-tuple-element of a non-tuple value")
@@ -219,17 +222,17 @@ def _pragma(em: ElementalEmitter, line: str | None) -> None:
 
 
 @elemental(Opcode.REDUCE)
-def _reduce(em, inst, idx):
+def _reduce(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     n = len(inst.operands) // 2
     src = em.operand_shape(inst, 0)
     dims = set(inst.attr("dimensions"))
-    shapes = inst.shape.elements if isinstance(inst.shape, TupleShape) else (inst.shape,)
+    shapes = leaf_shapes(inst)
     accs = [em.var(em.dialect.compute(s.dtype), em.operand(inst, n + k, ()), "acc") for k, s in enumerate(shapes)]
     loop_vars = {d: em.names.fresh("r") for d in sorted(dims)}
     out_iter = iter(idx)
     full = tuple(loop_vars[d] if d in dims else next(out_iter) for d in range(src.rank))
 
-    def body():
+    def body() -> None:
         vals = [em.operand(inst, k, full) for k in range(n)]
         new = em.call_scalar(inst.attr("to_apply").name, accs + vals)
         new = new if isinstance(new, tuple) else (new,)
@@ -255,7 +258,7 @@ def simple_reducer(module: HloModule, comp_name: str) -> Opcode | None:
 
 
 @elemental(Opcode.DOT)
-def _dot(em, inst, idx):
+def _dot(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     lhs, rhs = em.operand_shape(inst, 0), em.operand_shape(inst, 1)
     lb, lc = inst.attr("lhs_batch_dims", ()), inst.attr("lhs_contracting_dims", ())
     rb, rc = inst.attr("rhs_batch_dims", ()), inst.attr("rhs_contracting_dims", ())
@@ -266,7 +269,8 @@ def _dot(em, inst, idx):
     lfree_idx = out[len(lb):len(lb) + len(lfree)]
     rfree_idx = out[len(lb) + len(lfree):]
     kvars = [em.names.fresh("k") for _ in lc]
-    li, ri = [None] * lhs.rank, [None] * rhs.rank
+    li: list[str] = [""] * lhs.rank  # (batch, free and contracting dims cover each operand)
+    ri: list[str] = [""] * rhs.rank
     for d, v in zip(lb, batch):
         li[d] = v
     for d, v in zip(rb, batch):
@@ -277,11 +281,11 @@ def _dot(em, inst, idx):
         ri[d] = v
     for ld, rd, k in zip(lc, rc, kvars):
         li[ld], ri[rd] = k, k
-    t = inst.shape.dtype
+    t = array_shape(inst).dtype
     acc_type = "float" if em.dialect.compute(t) == "float" else em.dialect.compute(t)
     acc = em.var(acc_type, "0")
 
-    def body():
+    def body() -> None:
         a, b = em.operand(inst, 0, tuple(li)), em.operand(inst, 1, tuple(ri))
         if t.is_pred:
             em.buf.line(f"{acc} = {acc} | ({a} & {b});")
@@ -293,22 +297,22 @@ def _dot(em, inst, idx):
 
 
 @elemental(Opcode.MAP)
-def _map(em, inst, idx):
+def _map(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     args = [em.operand(inst, k, idx) for k in range(len(inst.operands))]
     return em.call_scalar(inst.attr("to_apply").name, args)
 
 
 @elemental(Opcode.CALL)
-def _call(em, inst, idx):
+def _call(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     comp = em.module.computation(inst.attr("to_apply").name)
     if any(p.shape.rank if isinstance(p.shape, Shape) else 1 for p in comp.parameters) or not \
-            isinstance(inst.shape, Shape) or inst.shape.rank:
+            isinstance(inst.shape, Shape) or array_shape(inst).rank:
         raise CodegenUnsupported(f"%{inst.name}: only scalar calls can be inlined into a loop")
     return em.call_scalar(comp.name, [em.operand(inst, k, ()) for k in range(len(inst.operands))])
 
 
 @elemental(Opcode.FUSION)
-def _nested_fusion(em, inst, idx):
+def _nested_fusion(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     comp = em.module.computation(inst.attr("calls").name)
     return em.sub(comp, [_operand_param(em, inst, k) for k in range(len(inst.operands))]).emit(comp.root_name, idx)
 
@@ -318,7 +322,7 @@ def _operand_param(em: ElementalEmitter, inst: HloInstruction, k: int) -> Callab
 
 
 @elemental(Opcode.SET_DIMENSION_SIZE, Opcode.OPTIMIZATION_BARRIER)
-def _pass_through(em, inst, idx):
+def _pass_through(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     """set-dimension-size only changes the dynamic size bound; the data is the operand's."""
     return em.operand(inst, 0, idx)
 

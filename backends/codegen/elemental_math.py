@@ -10,8 +10,9 @@ helpers). The semantics match the reference evaluator.
 from __future__ import annotations
 
 from backends.codegen.dialect import Dialect
-from backends.codegen.elemental import ElementalEmitter, elemental
+from backends.codegen.elemental import ElementalEmitter, Value, array_shape, elemental
 from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.layout import Index
 from hlo.attributes import ComparisonDirection, ComparisonType
 from hlo.dtypes import PrimitiveType as P
 from hlo.ir import HloInstruction
@@ -92,7 +93,7 @@ def _template(em: ElementalEmitter, table: dict[Opcode, dict[str, str]], inst: H
 
 
 @elemental(*UNARY)
-def _unary(em: ElementalEmitter, inst: HloInstruction, idx):
+def _unary(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     t = em.operand_shape(inst, 0).dtype
     x = em.operand(inst, 0, idx)
     c = em.dialect.compute(t)
@@ -101,7 +102,7 @@ def _unary(em: ElementalEmitter, inst: HloInstruction, idx):
 
 
 @elemental(*BINARY)
-def _binary(em: ElementalEmitter, inst: HloInstruction, idx):
+def _binary(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     t = em.operand_shape(inst, 0).dtype
     x, y = em.operand(inst, 0, idx), em.operand(inst, 1, idx)
     c = em.dialect.compute(t)
@@ -114,7 +115,7 @@ _CMP = {ComparisonDirection.EQ: "==", ComparisonDirection.NE: "!=", ComparisonDi
 
 
 @elemental(Opcode.COMPARE)
-def _compare(em: ElementalEmitter, inst: HloInstruction, idx):
+def _compare(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     t = em.operand_shape(inst, 0).dtype
     x, y = em.operand(inst, 0, idx), em.operand(inst, 1, idx)
     if inst.attr("type") is ComparisonType.TOTALORDER and t.is_float:
@@ -124,7 +125,7 @@ def _compare(em: ElementalEmitter, inst: HloInstruction, idx):
 
 
 @elemental(Opcode.SELECT)
-def _select(em: ElementalEmitter, inst: HloInstruction, idx):
+def _select(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     pred_idx = idx if em.operand_shape(inst, 0).dims else ()
     p = em.operand(inst, 0, pred_idx)
     a, b = em.operand(inst, 1, idx), em.operand(inst, 2, idx)
@@ -132,8 +133,8 @@ def _select(em: ElementalEmitter, inst: HloInstruction, idx):
 
 
 @elemental(Opcode.CLAMP)
-def _clamp(em: ElementalEmitter, inst: HloInstruction, idx):
-    t = inst.shape.dtype
+def _clamp(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
+    t = array_shape(inst).dtype
     lo = em.operand(inst, 0, idx if em.operand_shape(inst, 0).dims else ())
     x = em.operand(inst, 1, idx)
     hi = em.operand(inst, 2, idx if em.operand_shape(inst, 2).dims else ())
@@ -143,9 +144,9 @@ def _clamp(em: ElementalEmitter, inst: HloInstruction, idx):
 
 
 @elemental(Opcode.CONVERT)
-def _convert(em: ElementalEmitter, inst: HloInstruction, idx):
+def _convert(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     src = em.operand_shape(inst, 0).dtype
-    dst = inst.shape.dtype
+    dst = array_shape(inst).dtype
     x = em.operand(inst, 0, idx)
     out = em.dialect.compute(dst)
     if dst.is_pred:

@@ -15,7 +15,7 @@ constants get-dimension-size, partition-id and replica-id.
 
 from __future__ import annotations
 
-from backends.codegen.elemental import ElementalEmitter, elemental
+from backends.codegen.elemental import ElementalEmitter, Value, array_shape, elemental
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import Index, delinearize
 from hlo.dtypes import PrimitiveType as P
@@ -33,8 +33,8 @@ def _u(value: int, width: int) -> str:
 
 
 @elemental(Opcode.REDUCE_PRECISION)
-def _reduce_precision(em: ElementalEmitter, inst: HloInstruction, idx: Index):
-    t = inst.shape.dtype
+def _reduce_precision(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
+    t = array_shape(inst).dtype
     if t not in _FLOAT_FORMAT:
         raise CodegenUnsupported(f"%{inst.name}: reduce-precision of {t.value} is not supported")
     ebits, mbits = inst.attr("exponent_bits"), inst.attr("mantissa_bits")
@@ -63,27 +63,27 @@ def _reduce_precision(em: ElementalEmitter, inst: HloInstruction, idx: Index):
 
 
 @elemental(Opcode.GET_DIMENSION_SIZE)
-def _get_dimension_size(em: ElementalEmitter, inst: HloInstruction, idx: Index):
+def _get_dimension_size(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     (d,) = inst.attr("dimensions")
-    return em.dialect.literal(em.operand_shape(inst, 0).dims[d], inst.shape.dtype)
+    return em.dialect.literal(em.operand_shape(inst, 0).dims[d], array_shape(inst).dtype)
 
 
 @elemental(Opcode.PARTITION_ID, Opcode.REPLICA_ID)
-def _device_id(em: ElementalEmitter, inst: HloInstruction, idx: Index):
-    return em.dialect.literal(0, inst.shape.dtype)
+def _device_id(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
+    return em.dialect.literal(0, array_shape(inst).dtype)
 
 
 @elemental(Opcode.DYNAMIC_RESHAPE)
-def _dynamic_reshape(em: ElementalEmitter, inst: HloInstruction, idx: Index):
+def _dynamic_reshape(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     src = em.operand_shape(inst, 0)
     sizes = [em.tmp("int64_t", f"(int64_t)({em.operand(inst, 1 + d, ())})", "n")
-             for d in range(inst.shape.rank)]
+             for d in range(array_shape(inst).rank)]
     offset = em.tmp("int64_t", " + ".join(
         " * ".join([i] + sizes[d + 1:]) for d, i in enumerate(idx)) or "0", "o")
     # Sizes that do not multiply to the operand's size are invalid (the evaluator refuses them); the
     # offset check keeps the read in bounds whatever they are.
     inside = " && ".join([f"{i} < {n}" for i, n in zip(idx, sizes)] + [f"{offset} < {src.num_elements}"])
-    value = em.var(em.dialect.compute(inst.shape.dtype), "0")
+    value = em.var(em.dialect.compute(array_shape(inst).dtype), "0")
     with em.buf.block(f"if ({inside})"):
         em.push()
         em.buf.line(f"{value} = {em.operand(inst, 0, delinearize(offset, Shape(src.dtype, src.dims)))};")

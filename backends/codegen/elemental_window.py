@@ -7,16 +7,17 @@ dense convolution and matmul paths live in their own kernels.
 
 from __future__ import annotations
 
-from backends.codegen.elemental import ElementalEmitter, elemental
+from backends.codegen.elemental import ElementalEmitter, Value, array_shape, elemental, leaf_shapes
 from backends.codegen.elemental_data import _loop_accumulate, reinterpret_bits
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import Index
+from hlo.attributes import WindowDim
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 from hlo.shapes import TupleShape
 
 
-def _window_position(out: str, k: str, d) -> tuple[str, list[str]]:
+def _window_position(out: str, k: str, d: WindowDim) -> tuple[str, list[str]]:
     """Input position for output ``out`` and window offset ``k`` in one dim, and validity conditions."""
     kk = f"({d.size - 1} - {k})" if d.reversal else k
     pos = f"({out} * {d.stride} + {kk} * {d.rhs_dilate} - {d.pad_low})"
@@ -28,11 +29,11 @@ def _window_position(out: str, k: str, d) -> tuple[str, list[str]]:
 
 
 @elemental(Opcode.REDUCE_WINDOW)
-def _reduce_window(em: ElementalEmitter, inst: HloInstruction, idx: Index):
+def _reduce_window(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     n = len(inst.operands) // 2
     src = em.operand_shape(inst, 0)
     window = inst.attr("window").dims
-    shapes = inst.shape.elements if isinstance(inst.shape, TupleShape) else (inst.shape,)
+    shapes = leaf_shapes(inst)
     accs = [em.var(em.dialect.compute(s.dtype), em.operand(inst, n + k, ()), "acc") for k, s in enumerate(shapes)]
     kvars = [em.names.fresh("w") for _ in window]
     positions, conds = [], []
@@ -41,7 +42,7 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, idx: Index):
         positions.append(pos)
         conds += c + [f"{pos} < {size}"]
 
-    def body():
+    def body() -> None:
         with em.buf.block(f"if ({' && '.join(f'({c})' for c in conds) or '1'})"):
             em.push()
             vals = [em.operand(inst, k, tuple(positions)) for k in range(n)]
@@ -56,13 +57,13 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, idx: Index):
 
 
 @elemental(Opcode.CONVOLUTION)
-def _convolution(em: ElementalEmitter, inst: HloInstruction, idx: Index):
+def _convolution(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     lhs, rhs = em.operand_shape(inst, 0), em.operand_shape(inst, 1)
     dl = inst.attr("dim_labels")
     window = inst.attr("window").dims
     groups = inst.attr("feature_group_count", 1)
     bgroups = inst.attr("batch_group_count", 1)
-    out_features = inst.shape.dims[dl.output_feature]
+    out_features = array_shape(inst).dims[dl.output_feature]
     in_per_group = rhs.dims[dl.kernel_input_feature]
     b, f = idx[dl.output_batch], idx[dl.output_feature]
     out_spatial = [idx[d] for d in dl.output_spatial]
@@ -74,10 +75,10 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, idx: Index):
     batch = b
     if bgroups > 1:
         bgroup = em.tmp("int64_t", f"{f} / {out_features // bgroups}", "g")
-        batch = f"({bgroup} * {inst.shape.dims[dl.output_batch]} + {b})"
+        batch = f"({bgroup} * {array_shape(inst).dims[dl.output_batch]} + {b})"
     c = em.names.fresh("c")
     kvars = [em.names.fresh("w") for _ in window]
-    acc_type = em.dialect.compute(inst.shape.dtype)
+    acc_type = em.dialect.compute(array_shape(inst).dtype)
     acc = em.var(acc_type, "0")
     lhs_idx: list[str] = ["0"] * lhs.rank
     rhs_idx: list[str] = ["0"] * rhs.rank
@@ -92,7 +93,7 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, idx: Index):
         rhs_idx[dl.kernel_spatial[s]] = k
         conds += cs + [f"{pos} < {lhs.dims[dl.input_spatial[s]]}"]
 
-    def body():
+    def body() -> None:
         with em.buf.block(f"if ({' && '.join(f'({x})' for x in conds) or '1'})"):
             em.push()
             a = em.operand(inst, 0, tuple(lhs_idx))
@@ -105,7 +106,7 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, idx: Index):
 
 
 @elemental(Opcode.GATHER)
-def _gather(em: ElementalEmitter, inst: HloInstruction, idx: Index):
+def _gather(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     """XLA's gather: starts clamped into the operand, zeros from an empty operand (nothing is read). A
     gather with ``index_check=`` is emitted only where the caller checked its indices first
     (``em.index_checked``, see backends/cpu/index_check.py)."""
@@ -116,7 +117,7 @@ def _gather(em: ElementalEmitter, inst: HloInstruction, idx: Index):
                                  f"check the indices first (TF raises InvalidArgumentError where XLA's clamp "
                                  f"would answer)")
     if operand.num_elements == 0:
-        return em.dialect.literal(0, inst.shape.dtype)
+        return em.dialect.literal(0, array_shape(inst).dtype)
     offset_dims = inst.attr("offset_dims", ())
     collapsed = inst.attr("collapsed_slice_dims", ())
     start_map = inst.attr("start_index_map", ())
@@ -130,9 +131,9 @@ def _gather(em: ElementalEmitter, inst: HloInstruction, idx: Index):
 
     def index_at(vector_pos: str | None) -> tuple[str, ...]:
         it = iter(batch_idx)
-        full = []
-        for d in range(indices.rank):
-            full.append(vector_pos if d == ivd else next(it))
+        full: list[str] = []
+        for d in range(indices.rank):  # (ivd is a dim of indices only when vector_pos is given)
+            full.append(vector_pos if d == ivd and vector_pos is not None else next(it))
         return tuple(full)
 
     start = ["0"] * operand.rank
@@ -153,6 +154,6 @@ def _gather(em: ElementalEmitter, inst: HloInstruction, idx: Index):
 
 
 @elemental(Opcode.BITCAST_CONVERT)
-def _bitcast_convert(em: ElementalEmitter, inst: HloInstruction, idx: Index):
+def _bitcast_convert(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     src_t = em.operand_shape(inst, 0).dtype
-    return reinterpret_bits(em, em.operand(inst, 0, idx), src_t, inst.shape.dtype, inst.name)
+    return reinterpret_bits(em, em.operand(inst, 0, idx), src_t, array_shape(inst).dtype, inst.name)

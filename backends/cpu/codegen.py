@@ -437,6 +437,8 @@ def top_level(*opcodes: Opcode):
 
 
 class ModuleCodegen:
+    dialect = C  # what the top-level kernels write through (the CUDA serial strategy gives its own)
+
     def __init__(self, module: HloModule, options: CodegenOptions | None = None):
         self.module = module
         self.options = options or CodegenOptions()

@@ -17,7 +17,6 @@ from backends.codegen.buffer import IndentedBuffer
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
 from backends.cpu.codegen import Buf, ComputationEmitter, Value, leaves, top_level
-from backends.cpu.dialect import C
 from backends.cpu.kernels_sort import emit_row_sort
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
@@ -30,14 +29,14 @@ def _topk_comparator(em: ComputationEmitter, dtype, largest: bool) -> str:
     key = (dtype, largest)
     if key not in cache:
         fname = f"topk_cmp_{len(cache)}"
-        ct = C.compute(dtype)
+        ct = gen.dialect.compute(dtype)
         if dtype.is_float:
             total = "tfxla_total_f64" if ct == "double" else "tfxla_total_f32"
             a, b = f"{total}(a)", f"{total}(b)"
         else:
             a, b = "a", "b"
         text = IndentedBuffer()
-        with text.block(f"static inline int {fname}({ct} a, {ct} b)"):
+        with text.block(f"{gen.dialect.inline_function} int {fname}({ct} a, {ct} b)"):
             text.line(f"return {a} {'>' if largest else '<'} {b};")
         gen.globals.splice(text)
         cache[key] = fname
@@ -46,6 +45,7 @@ def _topk_comparator(em: ComputationEmitter, dtype, largest: bool) -> str:
 
 @top_level(Opcode.TOPK)
 def _topk(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
+    C = em.gen.dialect  # the target's C (the CUDA serial strategy runs this kernel too)
     x = em.values_or_const(inst.operands[0])
     if not isinstance(x, Buf):
         raise CodegenUnsupported(f"%{inst.name}: topk of a tuple")

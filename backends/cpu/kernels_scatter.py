@@ -17,7 +17,6 @@ from backends.codegen.elemental import ElementalEmitter
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
 from backends.cpu.codegen import Buf, ComputationEmitter, Value, leaves, top_level
-from backends.cpu.dialect import C
 from backends.cpu.index_check import emit_scatter_check
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
@@ -36,13 +35,14 @@ def _close_loops(em: ComputationEmitter, count: int) -> None:
 
 
 def _scalar_call(em: ComputationEmitter, comp_name: str, args: list[str]):
-    sub = ElementalEmitter(C, em.gen.module, em.gen.module.computation(comp_name), [(lambda _i, a=a: a) for a in args],
+    sub = ElementalEmitter(em.gen.dialect, em.gen.module, em.gen.module.computation(comp_name), [(lambda _i, a=a: a) for a in args],
                            em.buf, em.names, em.gen.constant_ref)
     return sub.emit(sub.comp.root_name, ())
 
 
 @top_level(Opcode.SCATTER)
 def _scatter(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
+    C = em.gen.dialect  # the target's C (the CUDA serial strategy runs this kernel too)
     vals = [em.values_or_const(o) for o in inst.operands]
     n = (len(vals) - 1) // 2
     operands, indices, updates = vals[:n], vals[n], vals[n + 1:]
@@ -103,6 +103,7 @@ def _scatter(em: ComputationEmitter, inst: HloInstruction, target: Value) -> Non
 
 @top_level(Opcode.SELECT_AND_SCATTER)
 def _select_and_scatter(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
+    C = em.gen.dialect  # the target's C (the CUDA serial strategy runs this kernel too)
     operand, source, init = [em.values_or_const(o) for o in inst.operands]
     (out,) = leaves(target)
     shape, src_shape = operand.shape, source.shape

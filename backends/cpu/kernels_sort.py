@@ -14,7 +14,6 @@ from backends.codegen.elemental import ElementalEmitter
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
 from backends.cpu.codegen import Buf, ComputationEmitter, Value, leaves, top_level
-from backends.cpu.dialect import C
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 
@@ -29,12 +28,12 @@ def comparator_function(em: ComputationEmitter, comp_name: str) -> str:
     comp = gen.module.computation(comp_name)
     args = [f"x{k}" for k in range(len(comp.parameters))]
     body = IndentedBuffer()
-    sub = ElementalEmitter(C, gen.module, comp, [(lambda _i, a=a: a) for a in args], body, gen.names,
+    sub = ElementalEmitter(gen.dialect, gen.module, comp, [(lambda _i, a=a: a) for a in args], body, gen.names,
                            gen.constant_ref)
     result = sub.emit(comp.root_name, ())
-    params = ", ".join(f"{C.compute(p.shape.dtype)} {a}" for p, a in zip(comp.parameters, args))
+    params = ", ".join(f"{gen.dialect.compute(p.shape.dtype)} {a}" for p, a in zip(comp.parameters, args))
     text = IndentedBuffer()
-    with text.block(f"static inline int {fname}({params})"):
+    with text.block(f"{gen.dialect.inline_function} int {fname}({params})"):
         text.splice(body)
         text.line(f"return ({result}) != 0;")
     gen.globals.splice(text)
@@ -47,6 +46,7 @@ def emit_row_sort(em: ComputationEmitter, operands: list[Buf], dim: int, cmp: st
     """Sort every row of ``operands`` along ``dim`` with comparator ``cmp``; ``write(idx_out, j_src, pos)``
     emits the stores for output position ``pos`` (< keep) taking source row element ``j_src``.
     ``iota_operand``: the comparator also receives each element's position (TopK's index operand)."""
+    C = em.gen.dialect  # the target's C (the CUDA serial strategy runs this kernel too)
     shape = operands[0].shape
     n = shape.dims[dim]
     if n == 0 or shape.num_elements == 0:
@@ -120,6 +120,7 @@ def _custom_call(em: ComputationEmitter, inst: HloInstruction, target: Value) ->
 
 
 def _topk(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
+    C = em.gen.dialect  # the target's C (the CUDA serial strategy runs this kernel too)
     (x,) = [em.values_or_const(o) for o in inst.operands]
     values, indices = leaves(target)
     comps = inst.attr("called_computations")

@@ -49,20 +49,11 @@ CUDA = CudaDialect()
 storage, compute, load, store, literal = CUDA.storage, CUDA.compute, CUDA.load, CUDA.store, CUDA.literal
 
 
-class CudaBuffer(IndentedBuffer):
-    """An ``IndentedBuffer`` that writes CUDA C: OpenMP pragmas dropped, f16 spelled ``__half``."""
-
-    def line(self, text: str = "") -> None:
-        if text.lstrip().startswith("#pragma omp"):
-            return
-        super().line(text.replace("_Float16", "__half"))
-
-
 class ConstantTable:
     """``__device__`` arrays for the module's constants, named ``k_0``, ``k_1``, ... in first-use order."""
 
     def __init__(self) -> None:
-        self.globals = CudaBuffer()
+        self.globals = IndentedBuffer()
         self._names: dict[int, str] = {}
         self._keep: list[HloInstruction] = []  # keeps ids stable while the table lives
 

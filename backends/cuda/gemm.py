@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from backends.cuda import dialect as D
+from backends.codegen.buffer import IndentedBuffer
 
 # (body, em, row or col variable, k variable): writes the element into ``av`` / ``bv`` (zero outside)
-Loader = Callable[[D.CudaBuffer, object, str, str], None]
+Loader = Callable[[IndentedBuffer, object, str, str], None]
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Gemm:
     note: str
 
 
-def emit_slice_loads(body: D.CudaBuffer, em, g: Gemm, tile: tuple[int, int, int], threads: int,
+def emit_slice_loads(body: IndentedBuffer, em, g: Gemm, tile: tuple[int, int, int], threads: int,
                      slots: tuple[str, str], value_t: str, convert: str = "") -> None:
     """Fill the A and B slices of K offset ``k0`` (``tile`` = (bm, bn, bk); block origin ``m0``,
     ``n0``): thread ``tid`` computes every ``threads``-th element in row-major slice order and writes

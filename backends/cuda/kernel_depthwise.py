@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 
-from backends.cuda import dialect as D
+from backends.codegen.buffer import IndentedBuffer
 from backends.cuda.kernels import KernelBuilder, ceil_div, delinearize, epilogue_core, prod, store_result, strategy
 from hlo.dtypes import PrimitiveType as P
 from hlo.opcodes import Opcode
@@ -82,7 +82,7 @@ def depthwise_kernel(kb: KernelBuilder):
     loads = len({q * inner.stride + k * inner.rhs_dilate for q in range(r) for k in range(inner.size)})  # used ones
     acc_t = "double" if core.shape.dtype is P.F64 else "float"
 
-    body = D.CudaBuffer()
+    body = IndentedBuffer()
     em = kb.emitter(body)
     body.line(f"const int64_t lin = (int64_t)blockIdx.x * {BLOCK} + threadIdx.x;")
     body.line(f"if (lin >= {total}) return;")

@@ -31,7 +31,7 @@ elemental loop).
 
 from __future__ import annotations
 
-from backends.cuda import dialect as D
+from backends.codegen.buffer import IndentedBuffer
 from backends.cuda.gemm import Gemm, emit_slice_loads
 from backends.cuda import kernel_wmma  # read at call time: kernel_wmma imports kernels, which imports us
 from backends.cuda.kernels import KernelBuilder, ceil_div, delinearize, epilogue_core, prod, store_result, strategy
@@ -53,7 +53,7 @@ def emit_gemm(kb: KernelBuilder, g: Gemm):
     """The CUDA-core tiled GEMM kernel for ``g``."""
     core, nb, m, n, k = g.core, g.nb, g.m, g.n, g.k
     acc_t = "double" if core.shape.dtype is P.F64 else "float"
-    body = D.CudaBuffer()
+    body = IndentedBuffer()
     em = kb.emitter(body)
     body.line(f"__shared__ {acc_t} As[{BK}][{BM + 1}];")
     body.line(f"__shared__ {acc_t} Bs[{BK}][{BN + 1}];")

@@ -18,8 +18,8 @@ is loaded once as a ``float4``, and each output is stored as a ``float4``.
 
 from __future__ import annotations
 
+from backends.codegen.buffer import IndentedBuffer
 from backends.codegen.errors import CodegenUnsupported
-from backends.cuda import dialect as D
 from backends.cuda.kernels import KernelBuilder, ceil_div, delinearize, strategy
 from hlo.dtypes import PrimitiveType as P
 
@@ -42,7 +42,7 @@ def loop_kernel(kb: KernelBuilder):
     threads = kb.options.block_size
     groups = n // vector
     blocks = max(1, min(ceil_div(groups, threads), kb.options.max_blocks))
-    body = D.CudaBuffer()
+    body = IndentedBuffer()
     var = "g" if vector > 1 else "lin"
     with body.block(f"for (int64_t {var} = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; {var} < {groups}; "
                     f"{var} += (int64_t)gridDim.x * blockDim.x)"):

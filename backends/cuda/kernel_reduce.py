@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from backends.codegen.buffer import IndentedBuffer
 from backends.cuda import dialect as D
 from backends.cuda.kernels import KernelBuilder, ceil_div, delinearize, prod, strategy
 from hlo.ir import HloInstruction
@@ -196,7 +197,7 @@ def row_reduce(kb: KernelBuilder):
     rows, k = view.a, view.k
     threads = 32 if k <= 1024 else (256 if k <= 16384 else 512)
     per_block = max(1, 256 // threads)
-    body = D.CudaBuffer()
+    body = IndentedBuffer()
     em = kb.emitter(body)
     red = Reducer(kb, em, body, view.reduce)
     shared = _declare_shared(kb, body, red.types, f"[{threads // 32}]") if threads > 32 else []
@@ -220,7 +221,7 @@ def split_reduce(kb: KernelBuilder):
     rows, k = view.a, view.k
     threads = 256
     blocks = max(1, min(ceil_div(k, threads * 16), 1024 // max(1, rows) if rows < 4 else 256))
-    body = D.CudaBuffer()
+    body = IndentedBuffer()
     em = kb.emitter(body)
     red = Reducer(kb, em, body, view.reduce)
     shared = _declare_shared(kb, body, red.types, f"[{threads // 32}]")
@@ -280,7 +281,7 @@ def column_reduce(kb: KernelBuilder):
     if tiles < FEW_TILES and k >= COLUMN_SPLIT_MIN_K:
         slices = max(1, min(ceil_div(k, 1024), (4 * FEW_TILES) // tiles))
     chunk = ceil_div(k, slices)
-    body = D.CudaBuffer()
+    body = IndentedBuffer()
     em = kb.emitter(body)
     red = Reducer(kb, em, body, view.reduce)
     shared = _declare_shared(kb, body, red.types, "[8][33]")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from backends.codegen.buffer import IndentedBuffer
 from backends.codegen.errors import CodegenUnsupported
 from backends.cuda import dialect as D
 from backends.cuda.kernel_reduce import Reducer, _declare_shared, _epilogue_reduce
@@ -135,7 +136,7 @@ def emit_row_group(cem, group: list[Member]) -> Launch:
             if group[0].inst.opcode is Opcode.FUSION else comp[group[0].reduce.operands[0]].shape.dims)
     threads = 1024 if k >= 4096 else (512 if k >= 1024 else 256)
     kb = KernelBuilder(gen, comp, group[-1].inst, [], [])
-    body = D.CudaBuffer()
+    body = IndentedBuffer()
     body.line("const int64_t row = blockIdx.x;")
     shared_rows: dict[str, str] = {}  # member -> shared [K] array
     scalars: dict[str, str] = {}  # member -> shared scalar

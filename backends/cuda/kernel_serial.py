@@ -18,6 +18,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import backends.cpu.kernels  # noqa: F401 (registers the CPU top-level kernels in TOP_LEVEL)
+from backends.codegen.buffer import IndentedBuffer
 from backends.codegen.errors import CodegenUnsupported
 from backends.cpu.codegen import TOP_LEVEL, Buf
 from backends.cuda import dialect as D
@@ -29,25 +30,18 @@ SERIAL = {op: TOP_LEVEL[op] for op in (Opcode.SCATTER, Opcode.SELECT_AND_SCATTER
                                         Opcode.TOPK)}
 
 
-class _DeviceGlobals(D.CudaBuffer):
-    """Where the CPU kernels put helper functions (comparators): made ``__device__`` functions."""
-
-    def splice(self, other) -> None:
-        for text in other._lines:
-            self.line(text.replace("static inline", "__device__ __forceinline__"))
-
-
 class CpuKernelAdapter:
     """The part of the CPU ``ComputationEmitter`` interface the CPU top-level kernels use."""
 
-    def __init__(self, kb: KernelBuilder, body: D.CudaBuffer):
+    def __init__(self, kb: KernelBuilder, body: IndentedBuffer):
         self.kb = kb
         self.buf = body
         self.names = kb.names
         gen = kb.gen
         if not hasattr(gen, "cpu_adapter"):
-            gen.cpu_adapter = SimpleNamespace(module=gen.module, constant_ref=gen.constants.ref,
-                                              names=gen.comparator_names, globals=_DeviceGlobals())
+            # Helper functions the kernels write (comparators) are declared by the dialect: __device__.
+            gen.cpu_adapter = SimpleNamespace(module=gen.module, constant_ref=gen.constants.ref, dialect=D.CUDA,
+                                              names=gen.comparator_names, globals=IndentedBuffer())
             gen.device_globals_parts.append(gen.cpu_adapter.globals)
         self.gen = gen.cpu_adapter
         self._values = dict(zip(kb.inst.operands, kb.operands))
@@ -91,7 +85,7 @@ def serial_kernel(kb: KernelBuilder):
     if check is not None:  # the CPU kernel would return status 3 from inside a device kernel
         raise CodegenUnsupported(f"%{kb.inst.name}: scatter with index_check={check.value}: no CUDA kernel strategy "
                                  "checks its indices before it writes yet")
-    body = D.CudaBuffer()
+    body = IndentedBuffer()
     adapter = CpuKernelAdapter(kb, body)
     kernel(adapter, kb.inst, adapter.target())
     note = f"one thread runs the CPU backend's {kb.inst.opcode.text} kernel (data-dependent, sequential)"

@@ -12,6 +12,7 @@ transposes go to the elemental loop.
 
 from __future__ import annotations
 
+from backends.codegen.buffer import IndentedBuffer
 from backends.cuda import dialect as D
 from backends.cuda.kernels import KernelBuilder, ceil_div, delinearize, prod, strategy
 from hlo.opcodes import Opcode
@@ -64,7 +65,7 @@ def transpose_kernel(kb: KernelBuilder):
     nx, ny = prod(src.dims[d] for d in xg), prod(src.dims[d] for d in yg)
     if nb > 65535 or ceil_div(nx, TILE) > 65535:
         return None
-    body = D.CudaBuffer()
+    body = IndentedBuffer()
     em = kb.emitter(body)
     t = D.compute(out.shape.dtype)
     body.line(f"__shared__ {t} tile[{TILE}][{TILE + 1}];")

@@ -18,7 +18,7 @@ Accumulation is in f32 as in the FMA kernel; only the order of the additions dif
 
 from __future__ import annotations
 
-from backends.cuda import dialect as D
+from backends.codegen.buffer import IndentedBuffer
 from backends.cuda.gemm import Gemm, emit_slice_loads
 from backends.cuda.kernels import KernelBuilder, ceil_div, store_result
 from hlo.dtypes import PrimitiveType as P
@@ -51,7 +51,7 @@ def emit_wmma_gemm(kb: KernelBuilder, g: Gemm):
     ctype, convert = _TYPES[_operand_type(kb, core)]
     lda, ldb, ldc = BK + PAD_AB, BN + PAD_AB, BN + PAD_C
     frags = WM // FRAG, WN // FRAG
-    body = D.CudaBuffer()
+    body = IndentedBuffer()
     em = kb.emitter(body)
     body.line(f"__shared__ __align__(32) {ctype} As[{BM}][{lda}];")
     body.line(f"__shared__ __align__(32) {ctype} Bs[{BK}][{ldb}];")

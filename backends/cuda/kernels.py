@@ -57,7 +57,7 @@ class KernelBuilder:
         self.names = Names()
         self.params: list[tuple[str, BufRef]] = []  # (declaration, buffer) in argument order
         self._ptr: dict[tuple, str] = {}
-        self.text = D.CudaBuffer()
+        self.text = IndentedBuffer()
         self.pre_steps: list = []  # host steps to run before the launch (copies)
         self.temp: Callable = gen.temp_allocator  # (nbytes, label) -> DevBuf, scratch for this launch only
 

@@ -305,6 +305,33 @@ ENTRY main {{
   ROOT t = (f32[4,50], s32[4,50], f32[10,3]) tuple(sv, si, sc)
 }}
 """,
+    # The serial strategy's kernels in f16 (a scatter combining with an f16 add, rounded per update; a
+    # sort with an f16 comparator; TopK): device code spells f16 __half, never _Float16.
+    "sort_scatter_f16": """HloModule sort_scatter_f16
+add_h {
+  a = f16[] parameter(0)
+  b = f16[] parameter(1)
+  ROOT s = f16[] add(a, b)
+}
+greater_h {
+  a = f16[] parameter(0)
+  b = f16[] parameter(1)
+  ROOT gt = pred[] compare(a, b), direction=GT
+}
+
+ENTRY main {
+  x = f16[3,20] parameter(0)
+  s = f16[3,20] sort(x), dimensions={1}, to_apply=greater_h
+  op = f16[7,2] parameter(1)
+  idx = s32[5,1] parameter(2)
+  upd = f16[5,2] parameter(3)
+  sc = f16[7,2] scatter(op, idx, upd), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_h
+  tk = (f16[3,4], s32[3,4]) topk(x), k=4, largest=true
+  tv = f16[3,4] get-tuple-element(tk), index=0
+  ti = s32[3,4] get-tuple-element(tk), index=1
+  ROOT t = (f16[3,20], f16[7,2], f16[3,4], s32[3,4]) tuple(s, sc, tv, ti)
+}
+""",
     "narrow_floats": f"""HloModule narrow
 {_ADD}
 ENTRY main {{
