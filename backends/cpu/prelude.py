@@ -3,7 +3,8 @@
 Helpers give XLA's semantics where C's differ (integer division by zero,
 shifts past the bit width, saturating float->int conversion, NaN-propagating
 max/min) and convert bf16 by bit pattern. All are ``static inline`` so the C
-compiler can inline and vectorize them.
+compiler can inline and vectorize them. The integer helpers are the shared
+template (``backends/codegen/int_helpers.py``) in the C dialect.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ class ConstantTable:
     def ref(self, inst: HloInstruction) -> str:
         """A pointer expression to the constant's elements in their storage type (for the elemental rules)."""
         name = self.symbol(inst)
-        return f"((const __half*){name})" if inst.shape.dtype is P.F16 else name
+        return f"((const __half*){name})" if isinstance(inst.shape, Shape) and inst.shape.dtype is P.F16 else name
 
 
 def emitter(module: HloModule, comp: HloComputation, params: Sequence[ParamFn], buf: IndentedBuffer,
