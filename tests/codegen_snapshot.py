@@ -139,20 +139,23 @@ def collect(out: Path, fuzz_graphs: int) -> None:
 def _backends() -> dict[str, Callable]:
     """backend source kind -> function(module, raw) -> source text. The one place that says how the
     API runs each backend: update it with the backends' interfaces, never the corpus."""
+    import backends
     import backends.cuda as cuda
     from backends.cpu.codegen import generate as cpu_generate
-    from backends.cpu.pipeline import optimize as cpu_optimize
     from backends.cuda.codegen import generate as cuda_generate
     from backends.cuda.host_launcher import launcher_source
 
+    def optimize(name: str, module, raw):  # the backend's own pipeline, as cluster_compiler runs it
+        return module if raw else backends.get(name).pipeline().run(module)[0]
+
     def cpu_c(module, raw):
-        return cpu_generate(module if raw else cpu_optimize(module)).source
+        return cpu_generate(optimize("cpu", module, raw)).source
 
     def cuda_cu(module, raw):
-        return cuda.emit_source(module if raw else cpu_optimize(module))
+        return cuda.emit_source(optimize("cuda", module, raw))
 
     def launcher_cu(module, raw):
-        return launcher_source(cuda_generate(module if raw else cpu_optimize(module))).text
+        return launcher_source(cuda_generate(optimize("cuda", module, raw))).text
 
     return {"cpu.c": cpu_c, "cuda.cu": cuda_cu, "launcher.cu": launcher_cu}
 

@@ -461,13 +461,14 @@ def child(op, kernels, tmp_path_factory):
     cases["directory"] = str(tmp)
     cases["good"] = str(good)
     # Hostile files, last (each used to abort or hang the process): /dev/zero and FIFOs as kernels and
-    # as the C source a kernel would be rebuilt from.
+    # as the source a kernel would be rebuilt from.
     os.mkfifo(tmp / "fifo.so")
     (tmp / "fifo_source.so").write_bytes(b"garbage")
     os.mkfifo(tmp / "fifo_source.c")
     (tmp / "zero_source.so").write_bytes(b"garbage")
     (tmp / "zero_source.c").symlink_to("/dev/zero")
-    rebuild = {"kernel_hashes": ["0" * 64], "source_hashes": ["0" * 64]}
+    rebuild = {"kernel_hashes": ["0" * 64], "source_hashes": ["0" * 64], "source_suffix": ".c",
+               "rebuild_commands": [json.dumps(["cp", "{source}", "{output}"])]}
     cases.update({"dev_zero": "/dev/zero", "fifo": str(tmp / "fifo.so"),
                   "dev_zero_rebuild": {"kernel_path": "/dev/zero", **rebuild},
                   "fifo_rebuild": {"kernel_path": str(tmp / "fifo.so"), **rebuild},
@@ -533,7 +534,7 @@ def test_damaged_kernel_file_is_a_clear_error(child, name):
     ("fifo", "InvalidArgumentError", "fifo.so' is not a regular file (it is a FIFO)"),
     ("dev_zero_rebuild", "InvalidArgumentError", "tfxla kernel '/dev/zero' cannot be read (tfxla kernel file "
                                                  "'/dev/zero' is not a regular file (it is a character device))"),
-    ("fifo_rebuild", "NotFoundError", "fifo.so' is not a regular file (it is a FIFO)), and its C source"),
+    ("fifo_rebuild", "NotFoundError", "fifo.so' is not a regular file (it is a FIFO)), and its source"),
     ("fifo_source", "NotFoundError", "fifo_source.c' is not a regular file (it is a FIFO)"),
     ("zero_source", "NotFoundError", "zero_source.c' is not a regular file (it is a character device)"),
 ])
@@ -541,7 +542,7 @@ def test_dev_zero_and_fifos_are_refused_at_once(child, name, error, message):
     kind, text = _child_result(child, name)
     assert kind == error and message in text, (kind, text)
     if name.endswith("_source"):
-        assert "its C source (.c, or .cu for CUDA) cannot be read: tfxla kernel source '" in text
+        assert "its source cannot be read: tfxla kernel source '" in text
 
 
 def test_good_kernel_after_damaged_ones_and_saved_model_from_moved_dir(child):

@@ -3,8 +3,9 @@ the op library itself (tfxla_plugin/_op.py).
 
 * The op opens a kernel file once and runs a sealed in-memory copy of the bytes it hashed (inotify
   counts the opens; /proc/self/maps and the memfd's seals show what is mapped).
-* A rebuilt kernel (the path rebuild.h's helper prints; a stand-in helper here) is loaded only if its
-  bytes match the hash record its cache wrote; a planted object is refused by name.
+* A kernel that cannot be used is rebuilt by the op running the recorded compiler itself (rebuild.h: no
+  shell, no interpreter) on a checked copy of its source in a private directory; a tampered source, a
+  missing or failing compiler and an old model without rebuild commands are clear errors naming the node.
 * The op library's cache: a directory others can write is refused; a truncated library there (which
   used to kill every later process with SIGBUS) is found in a fresh process and rebuilt, and under
   umask 002 its directories are 0700 and its files 0600.
@@ -13,6 +14,7 @@ the op library itself (tfxla_plugin/_op.py).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -51,42 +53,111 @@ def test_the_op_opens_a_kernel_once_and_runs_a_sealed_copy_of_the_bytes_it_hashe
     assert op.tfxla_launch(**call)[0].numpy() == 4.0
 
 
+GCC = ["gcc", "-shared", "-fPIC", "-O1", "{source}", "-o", "{output}"]
+
+
+def _rebuild_call(shipped: Path, argv: list[str], source_sha: str, cluster: str = "rb") -> dict:
+    """A launch of ``shipped`` as a wrapped model's node records it: rebuildable from ``<shipped>.c``."""
+    return dict(kernel_path=str(shipped), args=[np.float32(1.5)], Tout=[tf.float32], output_shapes=[[]],
+                cluster=cluster, kernel_hash="", kernel_hashes=["0" * 64], source_hashes=[source_sha],
+                rebuild_commands=[json.dumps(argv)], backend="cpu", source_suffix=".c")
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 @pytest.fixture
-def rebuild_helper(tmp_path, monkeypatch):
-    """A stand-in for `python -m tfxla_plugin.rebuild_kernel`: prints the path in $TFXLA_TEST_REBUILT."""
-    script = tmp_path / "fake_python"
-    script.write_text('#!/bin/sh\nprintf "%s\\n" "$TFXLA_TEST_REBUILT"\n')
-    script.chmod(0o700)
-    monkeypatch.setenv("TFXLA_PYTHON", str(script))
-    return lambda path: monkeypatch.setenv("TFXLA_TEST_REBUILT", str(path))
+def unusable(tmp_path):
+    """A kernel whose shipped .so is garbage beside its genuine C source (it copies its input)."""
+    so = Path(_abi_kernel(tmp_path, "k_unusable", {**SCALAR_SIG, "module": "unusable"}, COPY_SCALAR))
+    so.write_bytes(b"\x7fELF not the recorded object")
+    return so, so.with_suffix(".c")
 
 
-def test_a_rebuilt_kernel_is_loaded_only_if_it_matches_its_hash_record(op, tmp_path, rebuild_helper, capfd):
-    shipped, source = tmp_path / "k_shipped.so", tmp_path / "k_shipped.c"
-    shipped.write_bytes(b"\x7fELF not the recorded object")
-    source.write_text("/* the kernel's source */\n")
-    (tmp_path / "cache").mkdir()
-    genuine = Path(_abi_kernel(tmp_path / "cache", "genuine", {**SCALAR_SIG, "module": "genuine"}, COPY_SCALAR))
-    planted = Path(_abi_kernel(tmp_path, "planted", {**SCALAR_SIG, "module": "planted"},
-                               "*(float*)out[0] = 666; return 0;"))
-    call = dict(kernel_path=str(shipped), args=[np.float32(1)], Tout=[tf.float32], output_shapes=[[]],
-                cluster="rb", kernel_hash="", kernel_hashes=["0" * 64],
-                source_hashes=[hashlib.sha256(source.read_bytes()).hexdigest()])
-    rebuild_helper(planted)  # no record at all
-    with pytest.raises(tf.errors.DataLossError, match=re.escape(f"rebuilt tfxla kernel '{planted}' has no usable "
-                                                                f"hash record")):
+def test_an_unusable_kernel_is_rebuilt_by_running_its_compiler_in_a_private_directory(op, tmp_path, unusable,
+                                                                                     monkeypatch, capfd):
+    """The op runs the recorded argv itself (a stand-in compiler here reports what it saw, then runs gcc): in a
+    new 0700 directory of this user's under $TMPDIR, on a copy of the source, which is gone afterwards; a
+    second node that needs the same rebuild gets the kernel already built."""
+    so, source = unusable
+    report, temp = tmp_path / "report", tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    compiler = tmp_path / "cc"
+    compiler.write_text(f'#!/bin/sh\nd=$(dirname "$1")\necho "$(stat -c "%a %u" "$d") $d $(ls "$d") '
+                        f'$(cmp -s "$1" {source} && echo same)" >> {report}\nexec gcc -shared -fPIC "$1" -o "$2"\n')
+    compiler.chmod(0o700)
+    argv = [str(compiler), "{source}", "{output}"]
+    assert op.tfxla_launch(**_rebuild_call(so, argv, _sha(source)))[0].numpy() == 1.5
+    assert op.tfxla_launch(**_rebuild_call(so, argv, _sha(source), cluster="rb2"))[0].numpy() == 1.5
+    (line,) = report.read_text().splitlines()  # compiled once
+    mode, uid, directory, listed, same = line.split()
+    assert (mode, int(uid), listed, same) == ("700", os.getuid(), "k_unusable.c", "same")
+    assert Path(directory).parent == temp and not Path(directory).exists() and not list(temp.iterdir())
+    err = capfd.readouterr().err
+    assert f"tfxla: kernel '{so}' has sha256 " in err and f"rebuilt it from its source '{source}' ({compiler} " in err
+
+
+def test_a_rebuild_with_gcc_gives_the_kernels_numbers(op, unusable):
+    so, source = unusable
+    assert op.tfxla_launch(**_rebuild_call(so, GCC, _sha(source), cluster="gcc"))[0].numpy() == 1.5
+
+
+def test_a_tampered_source_is_refused_by_name_and_never_compiled(op, tmp_path, unusable):
+    so, source = unusable
+    recorded = _sha(source)
+    source.write_text(source.read_text() + "/* changed */\n")
+    marker = tmp_path / "compiled"
+    argv = ["touch", str(marker), "{source}", "{output}"]
+    with pytest.raises(tf.errors.DataLossError, match=re.escape(f"its source '{source}' has sha256 {_sha(source)}, "
+                                                                f"not the recorded {recorded}: refusing to load or "
+                                                                f"rebuild it")):
+        op.tfxla_launch(**_rebuild_call(so, argv, recorded))
+    assert not marker.exists()
+
+
+def test_a_missing_compiler_is_a_clear_error_naming_the_node_and_the_command(op, unusable):
+    so, source = unusable
+    argv = ["/nonexistent/tfxla-test-cc", "-O2", "{source}", "{output}"]
+    with pytest.raises(tf.errors.FailedPreconditionError) as e:
+        op.tfxla_launch(**_rebuild_call(so, argv, _sha(source), cluster="nocc"))
+    message = e.value.message
+    assert re.search(r"TfxlaLaunch node '[^']+' \(cluster 'nocc'\): tfxla kernel '" + re.escape(str(so)), message)
+    assert "cannot run '/nonexistent/tfxla-test-cc': No such file or directory" in message
+    assert re.search(r"\(command: /nonexistent/tfxla-test-cc -O2 /\S+/k_unusable\.c /\S+\.so\)", message), message
+
+
+def test_a_failing_compile_reports_its_exit_status_and_output(op, tmp_path, unusable):
+    so, source = unusable
+    source.write_text("this is not C;\n")
+    with pytest.raises(tf.errors.FailedPreconditionError) as e:
+        op.tfxla_launch(**_rebuild_call(so, GCC, _sha(source), cluster="broken"))
+    message = e.value.message
+    assert f"and rebuilding it from '{source}' failed with exit status 1: gcc -shared -fPIC -O1 " in message
+    assert "error:" in message and "this is not C" in message  # gcc's stderr
+
+
+def test_an_old_wrapped_model_without_rebuild_commands_is_told_to_rewrap(op, unusable):
+    so, source = unusable
+    call = {**_rebuild_call(so, GCC, _sha(source), cluster="old"), "rebuild_commands": [], "source_suffix": ""}
+    with pytest.raises(tf.errors.FailedPreconditionError, match="wrapped by an older tfxla-plugin, which rebuilt "
+                                                                "kernels through Python.*re-wrap the model"):
         op.tfxla_launch(**call)
-    genuine_sha = hashlib.sha256(genuine.read_bytes()).hexdigest()
-    Path(f"{planted}.sha256").write_text(f"{genuine_sha}  {planted.name}\n")  # planted at the genuine's key
-    with pytest.raises(tf.errors.DataLossError, match=re.escape(f"'{planted}' has sha256 "
-                                                                f"{hashlib.sha256(planted.read_bytes()).hexdigest()}, "
-                                                                f"not the recorded {genuine_sha} in its hash record "
-                                                                f"'{planted}.sha256'")):
-        op.tfxla_launch(**call)
-    Path(f"{genuine}.sha256").write_text(f"{genuine_sha}  {genuine.name}\n")
-    rebuild_helper(genuine)
-    assert op.tfxla_launch(**call)[0].numpy() == 1.0
-    assert f"rebuilt it from its C source into '{genuine}'" in capfd.readouterr().err
+
+
+def test_a_malformed_rebuild_command_is_refused_when_the_node_is_built(op, unusable):
+    so, source = unusable
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape('rebuild command needs a program and exactly '
+                                                                       'one "{source}" and one "{output}" element')):
+        op.tfxla_launch(**_rebuild_call(so, ["gcc", "{source}"], _sha(source), cluster="bad"))
+
+
+def test_the_op_runs_no_shell_and_no_interpreter():
+    sources = {p.name: p.read_text() for p in (REPO / "tfxla_plugin" / "ops").iterdir()}
+    for needle in ("popen", "system(", "TFXLA_PYTHON", "getenv(\"PYTHON", "/bin/sh", "execl", "-m tfxla_plugin"):
+        assert not [name for name, text in sources.items() if needle in text], needle
+    assert "posix_spawnp(" in sources["rebuild.h"]
 
 
 def test_an_op_cache_dir_others_can_write_is_refused(tmp_path, monkeypatch):

@@ -6,13 +6,7 @@ TensorFlow, and the first import for a TF version may build the op library (a fe
 cached). Without TensorFlow the import stays cheap and the HLO layer works on its own.
 """
 
-import os as _os
-import sys as _sys
-
 from tfxla_plugin._version import __version__
-
-# The interpreter the TfxlaLaunch op runs `-m tfxla_plugin.rebuild_kernel` with (ops/rebuild.h).
-_os.environ.setdefault("TFXLA_PYTHON", _sys.executable)
 
 
 def _register_launch_op() -> None:

@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from tfxla_plugin import kernel_backends
+import backends
 from tfxla_plugin.compiled_graph import CompiledGraph, GraphImporter, pack_outputs
 from tfxla_plugin.flags import Flags
 
@@ -39,7 +39,7 @@ def function(fn=None, *, jit_compile=True, backend: str | None = None, input_sig
     if jit_compile not in (True, False, "auto"):
         raise ValueError(f"jit_compile must be True, False or \"auto\", got {jit_compile!r}")
     if backend is not None:
-        kernel_backends.get(backend)  # an unknown name is a ValueError now, not at the first call
+        backends.get(backend)  # an unknown name is a ValueError now, not at the first call
 
     def wrap(f):
         return CompiledFunction(f, jit_compile=jit_compile, input_signature=input_signature,

@@ -3,8 +3,8 @@
 ``compile_cluster`` returns a ``CompiledCluster``: the HLO as lowered and as optimized, the kernel
 (source, buffer assignment, ``.so`` path and hash) and the fusion pass's decisions (the refused ones
 say why two instructions were not fused; ``tfxla_plugin.explain`` shows them). The kernel is built by
-the backend ``flags.backend`` names (``kernel_backends.BACKENDS``: C for ``cpu``, a CUDA host launcher
-for ``cuda``). It logs one INFO line per compiled cluster on the ``tfxla_plugin`` logger.
+the backend ``flags.backend`` names (``backends.get``: C for ``cpu``, a CUDA host launcher for ``cuda``),
+after that backend's own HLO pipeline (``Backend.pipeline``). It logs one INFO line per compiled cluster on the ``tfxla_plugin`` logger.
 
 With ``TFXLA_FLAGS=--dump_to=DIR`` it writes XLA-style dumps, per compiled module
 (``NNNN`` counts modules compiled in this process, ``<name>`` is the cluster name):
@@ -34,14 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from backends.cpu.pipeline import OptimizeOptions, optimize_with_passes
+import backends
+from backends import Backend, CompileOptions, Executable
 from hlo.ir import HloModule
 from hlo.lowering import InputSpec, InvalidArgumentLoweringError, lower_graph
 from hlo.passes.fusion import FusionDecision, FusionPass, FusionRecord
 from hlo.passes.fusion import render as render_fusion
-from tfxla_plugin import kernel_backends
 from tfxla_plugin.flags import Flags
-from tfxla_plugin.kernel_backends import BuiltKernel
 
 log = logging.getLogger("tfxla_plugin")
 _module_counter = itertools.count()
@@ -52,7 +51,7 @@ class CompiledCluster:
     name: str
     hlo: HloModule  # as lowered
     optimized: HloModule
-    kernel: BuiltKernel
+    kernel: Executable
     kernel_path: str
     kernel_hash: str
     compile_seconds: float
@@ -67,7 +66,7 @@ class CompiledCluster:
     @property
     def executable(self):
         """The backend's own object (``backends.cpu.Executable``, ``host_launcher.CompiledLauncher``)."""
-        return self.kernel.executable
+        return self.kernel.native
 
     @property
     def c_source(self) -> str:
@@ -103,10 +102,11 @@ def _dump_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", text)
 
 
-def optimize_with_decisions(module: HloModule, dump: Callable[[int, str, HloModule], None] | None = None
+def optimize_with_decisions(module: HloModule, backend: Backend,
+                            dump: Callable[[int, str, HloModule], None] | None = None
                             ) -> tuple[HloModule, FusionPass | None]:
-    """``backends.cpu.pipeline.optimize``, also returning the fusion pass (its ``decisions``/``fusions``)."""
-    result, passes = optimize_with_passes(module, OptimizeOptions(dump=dump))
+    """``backend``'s own HLO pipeline, also returning the fusion pass (its ``decisions``/``fusions``)."""
+    result, passes = backend.pipeline(dump=dump).run(module)
     return result, next((p for p in passes if isinstance(p, FusionPass)), None)
 
 
@@ -132,7 +132,7 @@ class _Dumper:
 
 def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list[str], flags: Flags,
                     sources: dict | None = None, library=None) -> CompiledCluster:
-    backend = kernel_backends.get(flags.backend)
+    backend = backends.get(flags.backend)
     backend.check()
     start = time.perf_counter()
     try:
@@ -145,12 +145,12 @@ def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list
         dumper.write("before_optimizations.txt", module.to_text())
     fusion = None
     if flags.optimize:
-        optimized, fusion = optimize_with_decisions(module, dumper.after_pass if dumper is not None else None)
+        optimized, fusion = optimize_with_decisions(module, backend, dumper.after_pass if dumper is not None else None)
     else:
         optimized = module
     decisions = tuple(fusion.decisions) if fusion is not None else ()
     fusions = tuple(fusion.fusions) if fusion is not None else ()
-    kernel = backend.build(optimized, flags.cache_dir)
+    kernel = backend.compile(optimized, CompileOptions(cache_dir=flags.cache_dir))
     if dumper is not None:
         dumper.write("after_optimizations.txt", optimized.to_text())
         dumper.write(backend.source_suffix[1:], kernel.source)

@@ -27,7 +27,8 @@ from tensorflow.python.ops import resource_variable_ops
 from graph_passes.cluster import ClusterOptions
 from graph_passes.pipeline import analyze_function, rewrite, summary
 from graph_passes.rewrite import LaunchSpec, standard_attrs
-from tfxla_plugin import _op, gradient, kernel_backends
+import backends as kernel_backends  # the Backend registry (backends.get); TODO(lead): rename at the call sites
+from tfxla_plugin import _op, gradient
 from tfxla_plugin.cluster_compiler import CompiledCluster, compile_cluster
 from tfxla_plugin.eager_launch import CapturedHandle, EagerLaunch, EagerStep
 from tfxla_plugin.errors import UnsupportedGraphError

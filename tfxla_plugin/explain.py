@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 
+import backends
+
 from graph_passes.pipeline import summary, summary_json
 
 MAX_REFUSED_FUSION_LINES = 20  # refused fusions listed per cluster in the text form
@@ -32,7 +34,7 @@ def _cluster_compilation(cluster) -> dict:
         "hlo_instructions": _instruction_count(cluster.hlo),
         "optimized_instructions": _instruction_count(cluster.optimized),
         "kernel_hash": cluster.kernel_hash,
-        "backend": getattr(cluster, "backend", "cpu"),
+        "backend": getattr(cluster, "backend", backends.DEFAULT),
         "fusions": [{"fusion": f.fusion, "kind": f.kind, "computation": f.computation,
                      "members": list(f.members)} for f in cluster.fusions],
         "fused_pairs": sum(1 for d in cluster.fusion_decisions if d.fused),

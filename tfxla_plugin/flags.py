@@ -14,6 +14,8 @@ import os
 import shlex
 from dataclasses import dataclass
 
+import backends
+
 
 class FlagError(ValueError):
     pass
@@ -27,7 +29,7 @@ class Flags:
     max_cluster_size: int = 0  # 0: unlimited
     clustering_fuel: int = -1  # -1: unlimited; N: stop after N merges (bisecting)
     cache_dir: str | None = None  # kernel cache (default ~/.cache/tfxla_plugin/kernels)
-    backend: str = "cpu"
+    backend: str = backends.DEFAULT  # a name in backends.names()
     optimize: bool = True  # run the HLO optimization pipeline
 
     @staticmethod
@@ -47,8 +49,8 @@ class Flags:
                                 + ", ".join(f"--{k}" for k in Flags.known()))
             values[name] = _convert(name, fields[name].type, raw if sep else None)
         flags = Flags(**values)
-        if flags.backend not in ("cpu", "cuda"):
-            raise FlagError(f"TFXLA_FLAGS: --backend must be cpu or cuda, got {flags.backend!r}")
+        if flags.backend not in backends.names():
+            raise FlagError(f"TFXLA_FLAGS: --backend must be {' or '.join(backends.names())}, got {flags.backend!r}")
         return flags
 
     @staticmethod

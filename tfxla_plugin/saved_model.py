@@ -6,16 +6,17 @@ size), rewrites it so each cluster is one ``TfxlaLaunch`` node, and saves ``dst`
 
 * the same signatures: input names, dtypes and shapes (``None`` dims kept) and output keys;
 * the variables as variables (or, with ``freeze=True``, folded into the kernels as constants);
-* per kernel three Assets: the shared object ``k_<hash>.so``, its source (``k_<hash>.c``, or for
-  ``backend="cuda"`` the host launcher's ``k_<hash>.cu``) and its optimized HLO ``k_<hash>.hlo.txt``,
-  plus ``tfxla_manifest.json`` (``read_manifest``) with the backend, their sha256 hashes, the CPU
-  features the objects were built for, and each signature's clustering.
+* per kernel three Assets: the shared object ``k_<hash>.so``, its source (``k_<hash>`` plus the
+  backend's ``source_suffix``: ``.c``, or for ``backend="cuda"`` the host launcher's ``.cu``) and its
+  optimized HLO ``k_<hash>.hlo.txt``, plus ``tfxla_manifest.json`` (``read_manifest``) with the backend,
+  their sha256 hashes, the command that rebuilds each (``rebuild_argv``), the CPU features the objects
+  were built for, and each signature's clustering.
 
-The launch nodes carry the same hashes, so the op never loads an object whose hash does not match.
-CPU kernels that do not fit this machine are rebuilt by the op from their C source (``ops/rebuild.h``);
-the op cannot rebuild a ``.cu`` source, so CUDA launch nodes record no source hashes and a changed CUDA
-kernel is refused (``python -m tfxla_plugin.rebuild_kernel k_<hash>.cu`` rebuilds one by hand). The
-wrapped model loads with ``tf.saved_model.load(dst)`` after ``import tfxla_plugin``, from wherever it
+The launch nodes carry the same hashes, so the op never loads an object whose hash does not match,
+and what it needs to rebuild one (the backend's ``rebuild_command``: an argv, run without a shell).
+A kernel that does not fit the machine loading it (a changed or missing ``.so``, a CPU lacking a
+feature it was built for) is rebuilt by the op from its source, if the source has its recorded hash
+(``ops/rebuild.h``). The wrapped model loads with ``tf.saved_model.load(dst)`` after ``import tfxla_plugin``, from wherever it
 is moved; a CUDA model needs an NVIDIA GPU to run (without one, calling it raises the kernel's clear
 "no usable CUDA device" error).
 """
@@ -35,7 +36,8 @@ from typing import Sequence
 import tensorflow as tf
 
 from graph_passes.pipeline import batched_inputs, summary_json
-from tfxla_plugin import kernel_backends
+import backends
+from backends import Backend
 from tfxla_plugin._version import __version__
 from tfxla_plugin.cluster_compiler import sha256_file
 from tfxla_plugin.compiled_graph import CompiledGraph, GraphImporter
@@ -95,12 +97,13 @@ def _kernel_id(kernel_hash: str) -> str:
     return f"k_{kernel_hash[:16]}"
 
 
-def _kernel_files(compiled, suffix: str) -> dict:
-    """The kernel's files and hashes (``compiled`` is a CompiledCluster; ``suffix`` its source's, ``.c``/``.cu``)."""
+def _kernel_files(compiled, backend: Backend) -> dict:
+    """The kernel's files, hashes and rebuild command (``compiled`` is a CompiledCluster)."""
     so = Path(compiled.kernel_path)
     kid = _kernel_id(compiled.kernel_hash)
-    return {"id": kid, "so_path": so, "source": compiled.c_source, "source_name": f"{kid}{suffix}",
+    return {"id": kid, "so_path": so, "source": compiled.c_source, "source_name": f"{kid}{backend.source_suffix}",
             "hlo": compiled.optimized.to_text(), "so_sha256": compiled.kernel_hash,
+            "rebuild_argv": list(backend.rebuild_command(compiled.c_source)),
             "compile_seconds": round(compiled.compile_seconds, 3)}
 
 
@@ -137,21 +140,24 @@ def _compile_signature(name: str, cf, signature, *, jit_compile, flags: Flags, b
 
 
 def _launch_attrs(gd, sig: _Signature, files: dict[str, dict], features: Sequence[str], strip_graphs: bool,
-                  op_rebuilds: bool) -> None:
-    """Record each launch node's kernel hashes and, where the op can rebuild the kernels from their source
-    (``op_rebuilds``), the source hashes and the CPU features (in place)."""
+                  backend: Backend) -> None:
+    """Record in each launch node (in place) its kernels' hashes and what the op needs to rebuild them from
+    their sources: the sources' hashes, the rebuild commands (a JSON argv each), the CPU features."""
     launches = {launch: cluster for cluster, launch in sig.compiled.rewritten.launch_nodes.items()}
     for node in gd.node:
         cluster = launches.get(node.name)
         if cluster is None:
             continue
         kernels = [files[k.kernel_hash] for k in sig.kernels[cluster]]
-        attrs = [("kernel_hashes", [f["so_sha256"] for f in kernels])]
-        if op_rebuilds:
-            attrs += [("source_hashes", [f["source_sha256"] for f in kernels]), ("cpu_features", list(features))]
+        attrs = [("kernel_hashes", [f["so_sha256"] for f in kernels]),
+                 ("source_hashes", [f["source_sha256"] for f in kernels]),
+                 ("rebuild_commands", [json.dumps(f["rebuild_argv"]) for f in kernels]),
+                 ("cpu_features", list(features))]
         for key, values in attrs:
             node.attr[key].list.Clear()
             node.attr[key].list.s.extend(v.encode() for v in values)
+        node.attr["backend"].s = backend.name.encode()
+        node.attr["source_suffix"].s = backend.source_suffix.encode()
         if strip_graphs:
             for key in ("cluster_graph", "cluster_io"):
                 node.attr.pop(key, None)
@@ -184,18 +190,19 @@ def _serving_function(sig: _Signature, gd, assets: dict[str, tf.saved_model.Asse
 
 
 def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None = None, tag_set: str = "serve",
-         backend: str = "cpu", freeze: bool = False, jit_compile="auto",
+         backend: str = backends.DEFAULT, freeze: bool = False, jit_compile="auto",
          batch_tiles: Sequence[int] = (1, 8), progress: bool = True) -> WrapReport:
     """Compile the SavedModel at ``src`` and save the wrapped model at ``dst`` (see the module docstring).
 
     ``signatures``: names to wrap (default all); the others are left out of ``dst``.
-    ``backend``: ``"cpu"`` or ``"cuda"`` (``kernel_backends``; cuda needs nvcc here and a GPU where it runs).
+    ``backend``: a name in ``backends.names()``: ``"cpu"`` or ``"cuda"`` (cuda needs nvcc here and a GPU where
+    it runs).
     ``jit_compile``: ``"auto"`` leaves unsupported ops in TensorFlow, ``True`` requires every node to compile.
     ``batch_tiles``: the batch sizes kernels are compiled for when a signature has a ``None`` batch dim.
     """
     from tqdm.auto import tqdm
 
-    kernel_backend = kernel_backends.get(backend)
+    kernel_backend = backends.get(backend)
     kernel_backend.check()  # a missing toolchain (nvcc) is an error before any work
     if jit_compile not in (True, "auto"):
         raise ValueError(f"jit_compile must be True or \"auto\", got {jit_compile!r}")
@@ -225,7 +232,7 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
                 cf = convert_variables_to_constants_v2(signature)
             compiled.append(_compile_signature(name, cf, signature, jit_compile=jit_compile, flags=flags,
                                                batch_tiles=batch_tiles, bar=bar))
-    features = tuple(kernel_backend.target_features()) if kernel_backend.op_rebuilds else ()
+    features = tuple(kernel_backend.target_features())
     with tempfile.TemporaryDirectory(prefix="tfxla_wrap_") as tmp:
         staging = Path(tmp)
         files: dict[str, dict] = {}
@@ -234,7 +241,7 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
                 for k in kernels:
                     if k.kernel_hash in files:
                         continue
-                    f = _kernel_files(k, kernel_backend.source_suffix)
+                    f = _kernel_files(k, kernel_backend)
                     shutil.copyfile(f["so_path"], staging / f"{f['id']}.so")
                     (staging / f["source_name"]).write_text(f["source"])
                     (staging / f"{f['id']}.hlo.txt").write_text(f["hlo"])
@@ -259,7 +266,7 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
         for sig in compiled:
             gd = tf.compat.v1.GraphDef()
             gd.CopyFrom(sig.compiled.rewritten.graph_def)
-            _launch_attrs(gd, sig, files, features, strip_graphs=freeze, op_rebuilds=kernel_backend.op_rebuilds)
+            _launch_attrs(gd, sig, files, features, strip_graphs=freeze, backend=kernel_backend)
             functions[sig.name] = _serving_function(sig, gd, assets)
         module.tfxla_signatures = functions
         tf.saved_model.save(module, str(dst), signatures=functions)
@@ -277,8 +284,9 @@ def _report(sig: _Signature) -> SignatureReport:
 
 
 def _manifest(src: Path, compiled: list[_Signature], files: dict, features, freeze: bool, jit_compile,
-              backend: kernel_backends.KernelBackend) -> dict:
-    """The manifest; each kernel's source is under the key of its suffix (``c``, ``cu``) and ``<key>_sha256``."""
+              backend: Backend) -> dict:
+    """The manifest; each kernel's source is under the key of its suffix (``c``, ``cu``) and ``<key>_sha256``,
+    the command that rebuilds it under ``rebuild_argv``."""
     key = backend.source_suffix.lstrip(".")
     signatures = {}
     kernels = {}
@@ -295,7 +303,8 @@ def _manifest(src: Path, compiled: list[_Signature], files: dict, features, free
                 f = files[k.kernel_hash]
                 kernels[f["id"]] = {"signature": sig.name, "cluster": spec.name, "batch_tile": tile,
                                     "so": f"{f['id']}.so", "so_sha256": f["so_sha256"], key: f["source_name"],
-                                    f"{key}_sha256": f["source_sha256"], "hlo": f"{f['id']}.hlo.txt",
+                                    f"{key}_sha256": f["source_sha256"], "rebuild_argv": f["rebuild_argv"],
+                                    "hlo": f"{f['id']}.hlo.txt",
                                     "compile_seconds": f["compile_seconds"]}
         clusters.extend({"name": name, "hlo_ops": 0, "batch_polymorphic": False, "note": why, "kernels": []}
                         for name, why in sig.notes.items())

@@ -18,7 +18,10 @@ import json
 import os
 import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+
+import backends
 
 INTERNAL_SIGNATURES = ("__saved_model_init_op",)  # not callable; saved_model_cli lists it, we do not
 MANIFEST = os.path.join("assets", "tfxla_manifest.json")
@@ -171,17 +174,32 @@ _CLUSTER = {"name": str, "hlo_ops": int, "batch_polymorphic": bool, "note": str,
 _SIGNATURE = {"clustering": _CLUSTERING, "batch_tiles": ListOf(int), "clusters": ListOf(_CLUSTER),
               "inputs": dict, "outputs": dict}
 _KERNEL = {"signature": str, "cluster": str, "batch_tile": int, "compile_seconds": (int, float),
-           "so": FileName, "c": FileName, "cu": FileName, "hlo": FileName,
-           "so_sha256": str, "c_sha256": str, "cu_sha256": str}
-_MANIFEST = {"format": str, "tfxla_version": str, "tf_version": str, "backend": str, "source": str, "frozen": bool,
-             "jit_compile": (bool, str), "cpu_features": ListOf(str), "signatures": MapOf(_SIGNATURE),
-             "kernels": MapOf(_KERNEL)}
+           "so": FileName, "hlo": FileName, "so_sha256": str, "rebuild_argv": ListOf(str)}
+_HEADER = {"format": str, "tfxla_version": str, "tf_version": str, "backend": str, "source": str, "frozen": bool,
+           "jit_compile": (bool, str), "cpu_features": ListOf(str), "signatures": MapOf(_SIGNATURE)}
+
+
+@cache
+def _manifest_schema() -> dict:
+    """``_HEADER`` and the kernels, whose source is under each backend's key (``source_key``)."""
+    keys = [source_key(name) for name in backends.names()]
+    kernel = {**_KERNEL, **{k: FileName for k in keys}, **{f"{k}_sha256": str for k in keys}}
+    return {**_HEADER, "kernels": MapOf(kernel)}
+
+
+def source_key(backend: str | None) -> str:
+    """The manifest key of a kernel's source: its backend's source suffix (``c``, ``cu``); a manifest
+    naming no known backend is read as the default backend's."""
+    name = backend if backend in backends.names() else backends.DEFAULT
+    return backends.get(name).source_suffix.lstrip(".")
+
+
 _NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "an object"}
 
 
 def check_manifest(manifest, path="") -> None:
-    """Raises ``SavedModelError`` naming the first field of ``manifest`` that does not fit ``_MANIFEST``."""
-    _check(manifest, _MANIFEST, "the manifest", path)
+    """Raises ``SavedModelError`` naming the first field of ``manifest`` that does not fit the schema (``_manifest_schema``)."""
+    _check(manifest, _manifest_schema(), "the manifest", path)
 
 
 def _check(value, kind, where: str, path) -> None:
@@ -231,6 +249,7 @@ def wrapped_json(path, manifest: dict, signatures: list[str]) -> dict:
     """The manifest's facts for ``signatures`` with file sizes from the assets directory (None: missing)."""
     assets = Path(path) / "assets"
     kernels = manifest.get("kernels", {})
+    source = source_key(manifest.get("backend"))
     out_signatures = {}
     for name in signatures:
         entry = manifest.get("signatures", {}).get(name)
@@ -249,17 +268,12 @@ def wrapped_json(path, manifest: dict, signatures: list[str]) -> dict:
         out_kernels[key] = {"signature": k.get("signature"), "cluster": k.get("cluster"),
                             "batch_tile": k.get("batch_tile"), "compile_seconds": k.get("compile_seconds"),
                             "so": _file_info(path, assets, k.get("so"), k.get("so_sha256")),
-                            **{key: _file_info(path, assets, k.get(key), k.get(f"{key}_sha256"))
-                               for key in _source_keys(k)},
+                            source: _file_info(path, assets, k.get(source), k.get(f"{source}_sha256")),
+                            "rebuild_argv": k.get("rebuild_argv"),
                             "hlo": _file_info(path, assets, k.get("hlo"), None)}
     header = {k: manifest.get(k) for k in ("format", "tfxla_version", "tf_version", "backend", "source", "frozen",
                                            "jit_compile", "cpu_features")}
     return {**header, "signatures": out_signatures, "kernels": out_kernels}
-
-
-def _source_keys(kernel: dict) -> list[str]:
-    """The kernel's source entries: ``c`` (the CPU backend's C) and/or ``cu`` (a CUDA host launcher)."""
-    return [key for key in ("c", "cu") if key in kernel] or ["c"]
 
 
 def _size(n: int | None) -> str:
@@ -295,10 +309,14 @@ def wrapped_text(data: dict) -> list[str]:
                     continue
                 seconds = k.get("compile_seconds")
                 took = f", compiled in {seconds:.2f} s" if isinstance(seconds, (int, float)) else ""
-                sources = "".join(f", .{s} {_size(k[s]['bytes'])} sha256 {_short(k[s]['sha256'])}"
-                                  for s in _source_keys(k))
+                s = source_key(data.get("backend"))
+                sources = f", .{s} {_size(k[s]['bytes'])} sha256 {_short(k[s]['sha256'])}"
                 lines.append(f"    {key}: batch tile {k['batch_tile']}, .so {_size(k['so']['bytes'])} "
                              f"sha256 {_short(k['so']['sha256'])}{sources}, .hlo.txt {_size(k['hlo']['bytes'])}{took}")
+                argv = k.get("rebuild_argv")
+                lines.append(f"      rebuilt where it cannot be used with: {' '.join(argv)}" if argv else
+                             "      no rebuild command (wrapped by an older tfxla-plugin: re-wrap it to let the "
+                             "op rebuild its kernels)")
     return lines
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import backends
+
 
 def _jit(value: str):
     value = value.lower()
@@ -48,7 +50,7 @@ def register(sub) -> None:
     p.add_argument("--signature_def", action="append", metavar="NAME",
                    help="a signature to wrap (repeatable; default: all)")
     p.add_argument("--tag_set", default="serve", help="comma-separated tags of the MetaGraph (default: serve)")
-    p.add_argument("--backend", default="cpu", choices=("cpu", "cuda"),
+    p.add_argument("--backend", default=backends.DEFAULT, choices=backends.names(),
                    help="code generator (default: cpu; cuda: CUDA kernels, needs nvcc here and an NVIDIA GPU to run)")
     p.add_argument("--freeze", action="store_true", help="fold variables into the kernels as constants")
     p.add_argument("--jit_compile", type=_jit, default="auto",

@@ -1,5 +1,5 @@
-// Reading a file the TfxlaLaunch op trusts (a kernel, its C source, a hash record) and loading
-// exactly the bytes it checked (included by kernel_table.h only, hence the unnamed namespace).
+// Reading a file the TfxlaLaunch op trusts (a kernel, its source) and loading
+// exactly the bytes it checked (included by kernel_table.h and rebuild.h, hence the unnamed namespace).
 //
 // * ReadRegularFile reads through one descriptor and refuses, before reading anything, what is not a
 //   regular file (a FIFO would block forever, /dev/zero never ends) or is over kMaxFileBytes.
@@ -7,7 +7,6 @@
 // * SealedCopy puts checked bytes into a memfd sealed against every change; the op dlopens
 //   "/proc/self/fd/N" of it. That, not the path nor a descriptor of the file itself (the file can be
 //   rewritten in place), is what makes the object loaded the object whose hash was checked.
-// * A rebuilt kernel's hash comes from its kernel cache record "<so>.sha256" (backends/kernel_cache.py).
 #ifndef TFXLA_OPS_KERNEL_FILE_H_
 #define TFXLA_OPS_KERNEL_FILE_H_
 
@@ -171,24 +170,6 @@ absl::Status SealedCopy(const std::string& path, const std::string& data, int* f
     ::close(*fd);
     return Internal("cannot load tfxla kernel '", path, "': sealing its copy failed: ", std::strerror(e));
   }
-  return absl::OkStatus();
-}
-
-// The sha256 that the kernel cache recorded for `so` when it built it ("<so>.sha256", sha256sum's
-// format: 64 hex digits first).
-absl::Status ReadHashRecord(const std::string& so, std::string* sha256) {
-  const std::string record = so + ".sha256";
-  std::string text;
-  absl::Status s = ReadRegularFile(record, "kernel hash record", &text, 4096);
-  if (!s.ok())
-    return DataLoss("rebuilt tfxla kernel '", so, "' has no usable hash record: ", s.message(),
-                    "; refusing to load it");
-  bool ok = text.size() >= 64 && (text.size() == 64 || text[64] == ' ' || text[64] == '\n');
-  for (size_t i = 0; ok && i < 64; ++i) ok = std::strchr("0123456789abcdef", text[i]) != nullptr && text[i];
-  if (!ok)
-    return DataLoss("rebuilt tfxla kernel '", so, "': its hash record '", record,
-                    "' does not start with a sha256 (64 hex digits); refusing to load it");
-  *sha256 = text.substr(0, 64);
   return absl::OkStatus();
 }
 

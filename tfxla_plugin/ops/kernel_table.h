@@ -234,6 +234,29 @@ class KernelTable {
     return absl::OkStatus();
   }
 
+  // The kernel loaded under `key` by Adopt, or null.
+  const LoadedKernel* Find(const std::string& key) {
+    absl::MutexLock lock(&mu_);
+    auto it = kernels_.find(key);
+    return it == kernels_.end() ? nullptr : it->second.get();
+  }
+
+  // Loads `data`, the bytes of a kernel the op rebuilt itself (rebuild.h; `name` names it in errors and
+  // in /proc/self/maps), as a shipped one is loaded, and keeps it under `key` (not a path: a rebuilt
+  // kernel is found by what it was built from). The first loaded under a key wins.
+  absl::Status Adopt(const std::string& key, const std::string& name, const std::string& data,
+                     const LoadedKernel** out) {
+    absl::MutexLock lock(&mu_);
+    auto it = kernels_.find(key);
+    if (it == kernels_.end()) {
+      std::unique_ptr<LoadedKernel> k;
+      TF_RETURN_IF_ERROR(Load(name, data, Sha256Hex(data), &k));
+      it = kernels_.emplace(key, std::move(k)).first;
+    }
+    *out = it->second.get();
+    return absl::OkStatus();
+  }
+
  private:
   static absl::Status CheckHash(const std::string& path, const std::string& sha, const std::string& expected) {
     if (expected.empty() || expected == sha) return absl::OkStatus();

@@ -31,7 +31,7 @@
 //   and checks its dtype and shape like any input. The eager single-launch path passes handles,
 //   so a call is one op however many variables the cluster reads.
 // Reading and checking kernel files lives in kernel_file.h, loading them in kernel_table.h,
-// rebuilding them in rebuild.h.
+// rebuilding them (the compiler run directly: no shell, no interpreter) in rebuild.h.
 
 #include <algorithm>
 #include <cstdint>
@@ -129,6 +129,9 @@ class TfxlaLaunchOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_hashes", &kernel_hashes_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("source_hashes", &source_hashes_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("cpu_features", &cpu_features_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rebuild_commands", &rebuild_commands_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("backend", &backend_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("source_suffix", &source_suffix_));
     const std::string where = absl::StrCat("TfxlaLaunch cluster '", cluster_, "': ");
     OP_REQUIRES(ctx, output_shapes_.size() == tout_.size(),
                 InvalidArgument(where, tout_.size(), " output types but ", output_shapes_.size(), " output shapes"));
@@ -141,9 +144,17 @@ class TfxlaLaunchOp : public OpKernel {
       for (int64_t b : batched_args_) any = any || b != 0;
       OP_REQUIRES(ctx, any, InvalidArgument(where, "a tiled launch needs at least one batched input"));
     }
-    for (const auto* list : {&kernel_hashes_, &source_hashes_})
+    for (const auto* list : {&kernel_hashes_, &source_hashes_, &rebuild_commands_})
       OP_REQUIRES(ctx, list->empty() || static_cast<int>(list->size()) == n_kernels_,
-                  InvalidArgument(where, "kernel_hashes/source_hashes need one entry per kernel (", n_kernels_, ")"));
+                  InvalidArgument(where, "kernel_hashes/source_hashes/rebuild_commands need one entry per kernel (",
+                                  n_kernels_, ")"));
+    OP_REQUIRES(ctx, rebuild_commands_.empty() || (!source_hashes_.empty() && !source_suffix_.empty()),
+                InvalidArgument(where, "rebuild_commands need source_hashes and a source_suffix"));
+    for (const std::string& command : rebuild_commands_) {
+      rebuild_argvs_.emplace_back();
+      const absl::Status s = ParseRebuildCommand(command, &rebuild_argvs_.back());
+      OP_REQUIRES(ctx, s.ok(), InvalidArgument(where, s.message()));
+    }
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -368,8 +379,8 @@ class TfxlaLaunchOp : public OpKernel {
     return absl::OkStatus();
   }
 
-  // The kernel at `path`, or (when this node records source hashes) the one rebuilt from the C
-  // source beside it if the file cannot be used here. See rebuild.h.
+  // The kernel at `path`, or (when this node records source hashes) the one rebuilt from the source
+  // beside it if the file cannot be used here. See rebuild.h.
   absl::Status ResolveOne(const std::string& path, size_t i, const LoadedKernel** out) {
     const std::string& so_hash = kernel_hashes_.empty() ? kernel_hash_ : kernel_hashes_[i];
     if (source_hashes_.empty()) return KernelTable::Get().Lookup(path, so_hash, out);
@@ -381,41 +392,36 @@ class TfxlaLaunchOp : public OpKernel {
       TF_RETURN_IF_ERROR(KernelTable::Get().Lookup(path, so_hash, out, &why));
       if (*out != nullptr) return absl::OkStatus();
     }
+    RebuildRequest r;
+    r.where = absl::StrCat("TfxlaLaunch node '", name(), "' (cluster '", cluster_, "'): tfxla kernel '", path, "' ", why);
+    if (rebuild_argvs_.empty())
+      return FailedPrecondition(r.where, ", and this model was wrapped by an older tfxla-plugin, which rebuilt kernels "
+                                "through Python; the op no longer does: re-wrap the model with this version "
+                                "(tfxla wrap), or on this machine");
     if (path.size() < 3 || path.compare(path.size() - 3, 3, ".so") != 0)
-      return InvalidArgument("tfxla kernel '", path, "' ", why, ", and its name does not end in .so, so there is "
-                             "no C source beside it to rebuild from");
-    // The source beside it: C for the CPU backend, CUDA (a host launcher) for the CUDA backend.
-    // The first that exists is read (a FIFO or a device there is an error, not a reason to look on).
-    std::string source, text;
-    for (const char* suffix : {".c", ".cu"}) {
-      struct stat st;
-      const std::string candidate = path.substr(0, path.size() - 3) + suffix;
-      if (source.empty()) source = candidate;  // named when neither exists
-      if (::lstat(candidate.c_str(), &st) == 0) {
-        source = candidate;
-        break;
-      }
-    }
-    const absl::Status read = ReadRegularFile(source, "tfxla kernel source", &text);
-    if (!read.ok())
-      return NotFound("tfxla kernel '", path, "' ", why, ", and its C source (.c, or .cu for CUDA) cannot be read: ",
-                      read.message());
-    if (const std::string h = Sha256Hex(text); h != source_hashes_[i])
-      return DataLoss("tfxla kernel '", path, "' ", why, ", and its C source '", source, "' has sha256 ", h,
-                      ", not the recorded ", source_hashes_[i], ": refusing to load or rebuild it");
-    std::string rebuilt, rebuilt_hash;
-    if (!RebuildFromSource(source, source_hashes_[i], &rebuilt))
-      return Internal("tfxla kernel '", path, "' ", why, ", and rebuilding it from '", source, "' failed: ", rebuilt);
-    // The rebuilt object is loaded only if its bytes are those its cache recorded when it built them.
-    TF_RETURN_IF_ERROR(ReadHashRecord(rebuilt, &rebuilt_hash));
+      return InvalidArgument(r.where, ", and its name does not end in .so, so there is no source beside it to "
+                             "rebuild from");
+    r.source = path.substr(0, path.size() - 3) + source_suffix_;
+    r.source_sha256 = source_hashes_[i];
+    r.backend = backend_.empty() ? "kernel's" : backend_;
+    r.argv = rebuild_argvs_[i];
+    // One rebuild per (source, command) in this process, whichever node asks first.
+    const std::string key = absl::StrCat("rebuilt:", r.source_sha256, "\n", absl::StrJoin(r.argv, "\n"));
+    static absl::Mutex rebuild_mu(absl::kConstInit);
+    absl::MutexLock lock(&rebuild_mu);
     // Written to stderr directly: TF's C++ log is often silenced (TF_CPP_MIN_LOG_LEVEL) and this must be seen.
-    std::fprintf(stderr, "tfxla: kernel '%s' %s; rebuilt it from its C source into '%s'\n", path.c_str(),
-                 why.c_str(), rebuilt.c_str());
-    std::string mismatch;
-    TF_RETURN_IF_ERROR(KernelTable::Get().Lookup(rebuilt, rebuilt_hash, out, &mismatch));
-    if (*out == nullptr)
-      return DataLoss("rebuilt tfxla kernel '", rebuilt, "' ", mismatch, " in its hash record '", rebuilt,
-                      ".sha256': refusing to load it");
+    std::string text;
+    TF_RETURN_IF_ERROR(ReadSource(r, &text));  // checked on every use, even when this process rebuilt it
+    if ((*out = KernelTable::Get().Find(key)) != nullptr) {
+      std::fprintf(stderr, "tfxla: kernel '%s' %s; using the kernel this process rebuilt from its source '%s'\n",
+                   path.c_str(), why.c_str(), r.source.c_str());
+      return absl::OkStatus();
+    }
+    std::string object;
+    TF_RETURN_IF_ERROR(Rebuild(r, text, &object));
+    TF_RETURN_IF_ERROR(KernelTable::Get().Adopt(key, path, object, out));
+    std::fprintf(stderr, "tfxla: kernel '%s' %s; rebuilt it from its source '%s' (%s)\n", path.c_str(), why.c_str(),
+                 r.source.c_str(), CommandString(r.argv).c_str());
     return absl::OkStatus();
   }
 
@@ -477,6 +483,10 @@ class TfxlaLaunchOp : public OpKernel {
   std::vector<std::string> kernel_hashes_;
   std::vector<std::string> source_hashes_;
   std::vector<std::string> cpu_features_;
+  std::vector<std::string> rebuild_commands_;
+  std::vector<std::vector<std::string>> rebuild_argvs_;  // parsed, with the placeholders
+  std::string backend_;
+  std::string source_suffix_;
   int n_kernels_ = 1;
 
   absl::Mutex mu_;
@@ -503,6 +513,9 @@ REGISTER_OP("TfxlaLaunch")
     .Attr("kernel_hashes: list(string) = []")
     .Attr("source_hashes: list(string) = []")
     .Attr("cpu_features: list(string) = []")
+    .Attr("rebuild_commands: list(string) = []")
+    .Attr("backend: string = ''")
+    .Attr("source_suffix: string = ''")
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) -> absl::Status {
       std::vector<PartialTensorShape> shapes;
       TF_RETURN_IF_ERROR(c->GetAttr("output_shapes", &shapes));
@@ -533,9 +546,14 @@ batch_tiles: when set, kernel i was compiled for batch_tiles[i] rows; a call wit
   the rows tile by tile (the last tile padded), which hlo/analysis/batch.py proved equivalent.
 batched_args, batched_results: 1 where dim 0 of that input/result is the batch dimension.
 kernel_hashes: per-kernel sha256 (with batch_tiles, or with source_hashes).
-source_hashes: per-kernel sha256 of the C source `<kernel>.c` beside `<kernel>.so`: when set, a
-  kernel file that is unusable here (wrong hash, missing CPU features) is rebuilt from that source.
+source_hashes: per-kernel sha256 of the source `<kernel><source_suffix>` beside `<kernel>.so`: when
+  set, a kernel file that is unusable here (wrong hash, missing CPU features) is rebuilt from that source
+  with its rebuild command, if the source still has that hash.
 cpu_features: /proc/cpuinfo flags the kernels were compiled for.
+rebuild_commands: per kernel, the command that compiles its source (a JSON list: argv, with the elements
+  "{source}" and "{output}" for the paths), run directly, without a shell (Backend.rebuild_command).
+backend: the name of the backend that built the kernels (for messages).
+source_suffix: how the kernels' sources are named (".c", ".cu").
 )doc");
 
 REGISTER_KERNEL_BUILDER(Name("TfxlaLaunch").Device(tensorflow::DEVICE_CPU).HostMemory("kernel_path"),

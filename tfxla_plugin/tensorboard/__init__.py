@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import backends
+
 from tfxla_plugin.tensorboard.graphs import ATTR_LIMIT, hlo_graph, original_graph, rewritten_graph
 from tfxla_plugin.tensorboard.text import clustering_table, code_block, unfence
 
@@ -103,7 +105,7 @@ def launch_info(compiled_graph) -> dict[str, dict[str, object]]:
     specs = {s.name: s for s in compiled_graph.analysis.clusters}
     return {c.name: {"op_count": len(specs[c.name].node_names) if c.name in specs else 0,
                      "hlo_op_count": sum(1 for _ in c.optimized.instructions()),
-                     "kernel_hash": c.kernel_hash, "backend": getattr(c, "backend", "cpu")}
+                     "kernel_hash": c.kernel_hash, "backend": getattr(c, "backend", backends.DEFAULT)}
             for c in compiled_graph.clusters}
 
 
@@ -121,7 +123,7 @@ def write_compiled_graph(compiled_graph, logdir: str | os.PathLike, name: str = 
     for c in compiled_graph.clusters:
         texts = {"hlo_before_optimizations": code_block(c.hlo.to_text()),
                  "hlo_after_optimizations": code_block(c.optimized.to_text()),
-                 "c_source": code_block(c.c_source, "cuda" if c.backend == "cuda" else "c"),
+                 "c_source": code_block(c.c_source, backends.get(c.backend).source_language),
                  "buffer_assignment": code_block(c.buffer_assignment),
                  "fusion_decisions": code_block(c.fusion_text())}
         runs.write((HLO_RUN, run_name(c.name)), hlo_graph(c.optimized), texts)

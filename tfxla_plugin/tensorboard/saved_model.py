@@ -17,6 +17,8 @@ import json
 import os
 from pathlib import Path
 
+import backends
+
 MANIFEST = os.path.join("assets", "tfxla_manifest.json")
 
 
@@ -74,7 +76,7 @@ def manifest_launch_info(manifest: dict, signature_def: str) -> dict[str, dict[s
         if "hlo_ops" in c:
             info.setdefault(c["name"], {})["hlo_op_count"] = int(c["hlo_ops"])
     for attrs in info.values():
-        attrs["backend"] = str(manifest.get("backend", "cpu"))
+        attrs["backend"] = str(manifest.get("backend", backends.DEFAULT))
     return info
 
 

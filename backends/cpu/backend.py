@@ -1,0 +1,56 @@
+"""The CPU backend's ``Backend`` object (``backends.get("cpu")``): C kernels compiled with gcc, oneDNN
+where a kernel calls it, the CPU pipeline (``backends/cpu/pipeline.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from backends import OUTPUT, SOURCE, BackendBase, CompileOptions, Executable
+from hlo.ir import HloModule
+
+_DNNL_INCLUDE = '#include "oneapi/dnnl/dnnl.h"'
+
+
+def rebuild_options(source: str):
+    """The default C compiler options plus what ``source`` needs (oneDNN's headers and library)."""
+    from backends.cpu import compiler_options_for, dnnl
+    from backends.cpu.compiler import CompilerOptions
+
+    if _DNNL_INCLUDE not in source:
+        return CompilerOptions()
+    install = dnnl.installation()
+    if install is None:
+        raise RuntimeError("the kernel uses oneDNN, which is not installed here "
+                           "(pip install onednn-cpu-gomp==2023.2.0 onednn-devel-cpu-gomp==2023.2.0)")
+    needs = SimpleNamespace(libraries=dnnl.LIBRARIES(install), include_dirs=(install.include_dir,),
+                            library_dirs=(install.lib_dir,))
+    return compiler_options_for(needs)
+
+
+class CpuBackend(BackendBase):
+    name = "cpu"
+    source_suffix = ".c"
+    source_language = "c"
+    pipeline_module = "backends.cpu.pipeline"
+
+    def compile(self, module: HloModule, options: CompileOptions | None = None) -> Executable:
+        import backends.cpu as cpu
+
+        options = options or CompileOptions()
+        exe = cpu.compile(module, cpu.CompileOptions(cache_dir=options.cache_dir))
+        return Executable(self.name, Path(exe.path), exe.source, exe.cache_hit, exe.generated.signature,
+                          exe.generated.buffer_assignment, exe)
+
+    def rebuild_command(self, source: str) -> list[str]:
+        """gcc with this backend's flags (``-march=native``: built for the CPU that rebuilds it), and oneDNN's
+        include and library directories (found here, at wrap time) when the source calls oneDNN."""
+        return rebuild_options(source).command(SOURCE, OUTPUT)
+
+    def target_features(self) -> tuple[str, ...]:
+        from backends.cpu.target import target_features
+
+        return tuple(target_features())
+
+
+BACKEND = CpuBackend()
