@@ -128,7 +128,8 @@ def wrapped(models, tmp_path):
             "k_aaaaaaaaaaaa": {"signature": "serving_default", "cluster": "cluster_0", "batch_tile": 1,
                                "so": "k_aaaaaaaaaaaa.so", "so_sha256": hashlib.sha256(so).hexdigest(),
                                "c": "k_aaaaaaaaaaaa.c", "c_sha256": hashlib.sha256(c).hexdigest(),
-                               "hlo": "k_aaaaaaaaaaaa.hlo.txt", "compile_seconds": 1.25},
+                               "hlo": "k_aaaaaaaaaaaa.hlo.txt", "compile_seconds": 1.25,
+                               "rebuild_argv": ["gcc", "-O3", "{source}", "-o", "{output}"]},
             "k_bbbbbbbbbbbb": {"signature": "serving_default", "cluster": "cluster_0", "batch_tile": 8,
                                "so": "k_bbbbbbbbbbbb.so", "so_sha256": "f" * 64, "c": "k_bbbbbbbbbbbb.c",
                                "c_sha256": "e" * 64, "hlo": "k_bbbbbbbbbbbb.hlo.txt", "compile_seconds": 2.0}},
@@ -152,6 +153,9 @@ def test_wrapped_text(wrapped, capsys):
     assert (f"    k_aaaaaaaaaaaa: batch tile 1, .so {len(so) / 1024:.1f} KiB sha256 {sha_so}, .c {len(c)} B sha256 "
             f"{sha_c}, .hlo.txt 12 B, compiled in 1.25 s") in out
     assert f"    k_bbbbbbbbbbbb: batch tile 8, .so missing sha256 {'f' * 12}, .c missing" in out
+    assert "      rebuilt where it cannot be used with: gcc -O3 {source} -o {output}\n" in out
+    assert "      no rebuild command (wrapped by an older tfxla-plugin: re-wrap it to let the op rebuild its kernels)" \
+        in out  # k_bbbbbbbbbbbb's entry has none
 
 
 def test_wrapped_json(wrapped, capsys):
@@ -221,6 +225,7 @@ SD = "signatures.serving_default"
     (f"{SD}.clustering.nodes_total", "many", "signatures['serving_default'].clustering.nodes_total must be an "
                                              "integer, not str"),
     ("cpu_features", "avx2", "cpu_features must be a list, not str"),
+    (f"{KA}.rebuild_argv", "gcc x.c", "kernels['k_aaaaaaaaaaaa'].rebuild_argv must be a list, not str"),
     ("signatures.serving_default", [], "signatures['serving_default'] must be an object, not list"),
 ])
 def test_a_malformed_manifest_is_one_clear_line(wrapped, capsys, field, value, message):

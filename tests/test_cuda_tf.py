@@ -12,7 +12,6 @@ through a wrapped SavedModel.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import shutil
@@ -29,9 +28,10 @@ from backends.cuda.compiler import NvccNotFound
 from backends.cuda.host_emulator import compile_emulated_launcher
 from backends.cuda.host_launcher import launcher_source
 from tests.gpu.cases import have_cuda_device
-from tfxla_plugin import kernel_backends, rebuild_kernel, saved_model
+import backends
+from backends import Executable
+from tfxla_plugin import saved_model
 from tfxla_plugin.cli import main as cli_main
-from tfxla_plugin.kernel_backends import BuiltKernel
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 GPU = have_cuda_device()
@@ -40,18 +40,16 @@ NO_DEVICE = "no usable CUDA device"
 RNG = np.random.default_rng(0)
 
 
-def _emulated_build(module, cache_dir) -> BuiltKernel:
+def _emulated_build(module, options=None) -> Executable:
     launcher = launcher_source(generate(module))
-    built = compile_emulated_launcher(launcher, cache_dir)
-    return BuiltKernel("cuda", Path(built.path), launcher.text, built.cache_hit, launcher.signature,
-                       "(emulated)", None)
+    built = compile_emulated_launcher(launcher, options.cache_dir if options is not None else None)
+    return Executable("cuda", Path(built.path), launcher.text, built.cache_hit, launcher.signature, "(emulated)", None)
 
 
 @pytest.fixture
 def emulated_cuda(monkeypatch):
     """The cuda backend with its launchers built for the host emulator (same ABI, same host code)."""
-    monkeypatch.setitem(kernel_backends.BACKENDS, "cuda",
-                        dataclasses.replace(kernel_backends.BACKENDS["cuda"], build=_emulated_build))
+    monkeypatch.setattr(backends.get("cuda"), "compile", _emulated_build)
 
 
 def _mlp(x, w):
@@ -194,8 +192,12 @@ def test_a_cuda_wrap_ships_launchers_and_their_cuda_sources(wrapped) -> None:
         assert hashlib.sha256((assets / k["so"]).read_bytes()).hexdigest() == k["so_sha256"]
         assert "TFXLA_EXPORT int tfxla_run" in (assets / k["cu"]).read_text()
     (node,) = _launch_nodes(wrapped)
-    # the op can rebuild a launcher from its .cu (nvcc, through tfxla_plugin.rebuild_kernel)
+    # the op can rebuild a launcher from its .cu: it runs the recorded nvcc command itself
     assert list(node.attr["kernel_hashes"].list.s) and list(node.attr["source_hashes"].list.s)
+    assert node.attr["backend"].s == b"cuda" and node.attr["source_suffix"].s == b".cu"
+    commands = [json.loads(c) for c in node.attr["rebuild_commands"].list.s]
+    assert commands == [k["rebuild_argv"] for k in sorted(manifest["kernels"].values(), key=lambda k: k["batch_tile"])]
+    assert all(Path(c[0]).name == "nvcc" and "-shared" in c and "{source}" in c and "{output}" in c for c in commands)
 
 
 @needs_no_gpu
@@ -212,7 +214,6 @@ def test_a_changed_cuda_kernel_is_rebuilt_from_its_cuda_source(wrapped, tmp_path
     (k,) = [k for k in manifest["kernels"].values() if k["batch_tile"] == 1]  # the op loads tile 1 first
     so = moved / "assets" / k["so"]
     so.write_bytes(so.read_bytes() + b"\0")
-    monkeypatch.setenv("TFXLA_FLAGS", f"--cache_dir={tmp_path / 'kernels'}")  # the op's rebuild inherits it
     sig = tf.saved_model.load(str(moved)).signatures["serving_default"]
     if have_cuda_device() is None:
         sig(x=tf.zeros((1, 12)))
@@ -220,12 +221,8 @@ def test_a_changed_cuda_kernel_is_rebuilt_from_its_cuda_source(wrapped, tmp_path
         with pytest.raises(tf.errors.FailedPreconditionError, match=NO_DEVICE):
             sig(x=tf.zeros((1, 12)))
     err = capfd.readouterr().err
-    assert f"kernel '{so}'" in err and "rebuilt it from its C source" in err, err[-2000:]
-    assert list((tmp_path / "kernels").rglob("*.so"))
-    # by hand, too
-    assert rebuild_kernel.main([str(moved / "assets" / k["cu"])]) == 0
-    rebuilt = Path(capfd.readouterr().out.strip().splitlines()[-1])
-    assert rebuilt.suffix == ".so" and rebuilt.is_file() and rebuilt.parent.parent == tmp_path / "kernels"
+    assert f"kernel '{so}'" in err and f"rebuilt it from its source '{moved / 'assets' / k['cu']}' (" in err, err[-2000:]
+    assert f"nvcc -shared " in err
 
 
 def test_a_cuda_kernel_with_a_changed_source_too_is_refused(wrapped, tmp_path) -> None:

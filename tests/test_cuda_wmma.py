@@ -12,7 +12,6 @@ inputs rounded once to f16 (within one f16 rounding step: f32 accumulation).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 
@@ -72,10 +71,9 @@ def test_an_f16_dense_layer_through_tensorflow_matches_tf_and_the_exact_product(
 
     import tfxla_plugin
     from tests.test_cuda_tf import _emulated_build
-    from tfxla_plugin import kernel_backends
+    import backends
 
-    monkeypatch.setitem(kernel_backends.BACKENDS, "cuda",
-                        dataclasses.replace(kernel_backends.BACKENDS["cuda"], build=_emulated_build))
+    monkeypatch.setattr(backends.get("cuda"), "compile", _emulated_build)
     rng = np.random.default_rng(3)
     x = rng.standard_normal((40, 70)).astype(np.float16)
     w = (rng.standard_normal((70, 50)) * 0.2).astype(np.float16)

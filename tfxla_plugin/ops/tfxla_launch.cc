@@ -419,10 +419,9 @@ class TfxlaLaunchOp : public OpKernel {
     }
     std::string object;
     TF_RETURN_IF_ERROR(Rebuild(r, text, &object));
-    TF_RETURN_IF_ERROR(KernelTable::Get().Adopt(key, path, object, out));
     std::fprintf(stderr, "tfxla: kernel '%s' %s; rebuilt it from its source '%s' (%s)\n", path.c_str(), why.c_str(),
                  r.source.c_str(), CommandString(r.argv).c_str());
-    return absl::OkStatus();
+    return KernelTable::Get().Adopt(key, path, object, out);
   }
 
   absl::Status CheckTile(const LoadedKernel& k, const LoadedKernel& k0, int64_t tile) const {
