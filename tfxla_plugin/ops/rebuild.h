@@ -213,6 +213,8 @@ absl::Status Spawn(const std::vector<std::string>& argv, int* exit_status, std::
       killed = true;
       output->append(absl::StrCat("\n[killed after ", kRebuildSeconds, " s]\n"));
     }
+    // Killed: its output is read for a few seconds more (something that left its group may keep the pipe).
+    if (killed && left_ms < -5000) break;
     const int ready = ::poll(&p, 1, killed ? 1000 : left_ms);
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) continue;
