@@ -1,4 +1,4 @@
-// Loading kernels for the TfxlaLaunch op (included by tfxla_launch.cc only, hence the unnamed
+// Loading kernels for the TfxlaLaunch op (included by tfxla_launch.cc and rebuild.h, hence the unnamed
 // namespace): a kernel file is read once and checked (sha256, ELF; kernel_file.h), those bytes are
 // loaded (a sealed memfd, dlopen + tfxla_init), its signature parsed, and the process-wide
 // KernelTable keeps every loaded kernel until exit.

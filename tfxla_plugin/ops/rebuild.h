@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -45,8 +46,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "json_reader.h"
 #include "kernel_file.h"
+#include "kernel_table.h"
 #include "tensorflow/core/platform/errors.h"  // TF_RETURN_IF_ERROR
 
 extern char** environ;
@@ -240,6 +243,8 @@ std::string DescribeExit(int status) {
 // What one rebuild needs: the source beside the kernel, its recorded hash, and the backend's command.
 struct RebuildRequest {
   std::string where;  // "TfxlaLaunch node 'n' (cluster 'c'): kernel 'k.so' <why it is unusable>"
+  std::string kernel_path;
+  std::string why;  // it is unusable
   std::string source;
   std::string source_sha256;
   std::string backend;
@@ -297,6 +302,27 @@ absl::Status Rebuild(const RebuildRequest& r, const std::string& text, std::stri
   }
   RemoveDir(dir);
   return s;
+}
+
+// The kernel rebuilt for `r`: the one this process rebuilt already from the same source and command
+// (its source is still read and checked), else rebuilt now (Rebuild) and loaded (KernelTable::Adopt).
+// One line on stderr says which (directly: TF's C++ log is often silenced, and this must be seen).
+absl::Status RebuiltKernel(const RebuildRequest& r, const LoadedKernel** out) {
+  const std::string key = absl::StrCat("rebuilt:", r.source_sha256, "\n", absl::StrJoin(r.argv, "\n"));
+  static absl::Mutex rebuild_mu(absl::kConstInit);  // one rebuild at a time, so each key is built once
+  absl::MutexLock lock(&rebuild_mu);
+  std::string text;
+  TF_RETURN_IF_ERROR(ReadSource(r, &text));
+  if ((*out = KernelTable::Get().Find(key)) != nullptr) {
+    std::fprintf(stderr, "tfxla: kernel '%s' %s; using the kernel this process rebuilt from its source '%s'\n",
+                 r.kernel_path.c_str(), r.why.c_str(), r.source.c_str());
+    return absl::OkStatus();
+  }
+  std::string object;
+  TF_RETURN_IF_ERROR(Rebuild(r, text, &object));
+  std::fprintf(stderr, "tfxla: kernel '%s' %s; rebuilt it from its source '%s' (%s)\n", r.kernel_path.c_str(),
+               r.why.c_str(), r.source.c_str(), CommandString(r.argv).c_str());
+  return KernelTable::Get().Adopt(key, r.kernel_path, object, out);
 }
 
 }  // namespace

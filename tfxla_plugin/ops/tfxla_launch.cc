@@ -393,6 +393,7 @@ class TfxlaLaunchOp : public OpKernel {
       if (*out != nullptr) return absl::OkStatus();
     }
     RebuildRequest r;
+    r.why = why;
     r.where = absl::StrCat("TfxlaLaunch node '", name(), "' (cluster '", cluster_, "'): tfxla kernel '", path, "' ", why);
     if (rebuild_argvs_.empty())
       return FailedPrecondition(r.where, ", and this model was wrapped by an older tfxla-plugin, which rebuilt kernels "
@@ -405,23 +406,8 @@ class TfxlaLaunchOp : public OpKernel {
     r.source_sha256 = source_hashes_[i];
     r.backend = backend_.empty() ? "kernel's" : backend_;
     r.argv = rebuild_argvs_[i];
-    // One rebuild per (source, command) in this process, whichever node asks first.
-    const std::string key = absl::StrCat("rebuilt:", r.source_sha256, "\n", absl::StrJoin(r.argv, "\n"));
-    static absl::Mutex rebuild_mu(absl::kConstInit);
-    absl::MutexLock lock(&rebuild_mu);
-    // Written to stderr directly: TF's C++ log is often silenced (TF_CPP_MIN_LOG_LEVEL) and this must be seen.
-    std::string text;
-    TF_RETURN_IF_ERROR(ReadSource(r, &text));  // checked on every use, even when this process rebuilt it
-    if ((*out = KernelTable::Get().Find(key)) != nullptr) {
-      std::fprintf(stderr, "tfxla: kernel '%s' %s; using the kernel this process rebuilt from its source '%s'\n",
-                   path.c_str(), why.c_str(), r.source.c_str());
-      return absl::OkStatus();
-    }
-    std::string object;
-    TF_RETURN_IF_ERROR(Rebuild(r, text, &object));
-    std::fprintf(stderr, "tfxla: kernel '%s' %s; rebuilt it from its source '%s' (%s)\n", path.c_str(), why.c_str(),
-                 r.source.c_str(), CommandString(r.argv).c_str());
-    return KernelTable::Get().Adopt(key, path, object, out);
+    r.kernel_path = path;
+    return RebuiltKernel(r, out);
   }
 
   absl::Status CheckTile(const LoadedKernel& k, const LoadedKernel& k0, int64_t tile) const {
