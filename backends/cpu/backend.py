@@ -5,16 +5,21 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, cast
 
 from backends import OUTPUT, SOURCE, BackendBase, CompileOptions, Executable
 from hlo.ir import HloModule
 
+if TYPE_CHECKING:
+    from backends.cpu.compiler import CompilerOptions
+
 _DNNL_INCLUDE = '#include "oneapi/dnnl/dnnl.h"'
 
 
-def rebuild_options(source: str):
+def rebuild_options(source: str) -> "CompilerOptions":
     """The default C compiler options plus what ``source`` needs (oneDNN's headers and library)."""
     from backends.cpu import compiler_options_for, dnnl
+    from backends.cpu.codegen import GeneratedKernel
     from backends.cpu.compiler import CompilerOptions
 
     if _DNNL_INCLUDE not in source:
@@ -23,9 +28,10 @@ def rebuild_options(source: str):
     if install is None:
         raise RuntimeError("the kernel uses oneDNN, which is not installed here "
                            "(pip install onednn-cpu-gomp==2023.2.0 onednn-devel-cpu-gomp==2023.2.0)")
+    # what compiler_options_for reads of a GeneratedKernel: the libraries and directories it needs
     needs = SimpleNamespace(libraries=dnnl.LIBRARIES(install), include_dirs=(install.include_dir,),
                             library_dirs=(install.lib_dir,))
-    return compiler_options_for(needs)
+    return compiler_options_for(cast(GeneratedKernel, needs))
 
 
 class CpuBackend(BackendBase):

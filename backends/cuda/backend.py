@@ -28,9 +28,10 @@ class CudaBackend(BackendBase):
 
         options = options or CompileOptions()
         compiled = compile_launcher(module, LauncherOptions(cache_dir=options.cache_dir))
-        program = compiled.generated.program
-        assignment = (f"device scratch arena: {program.scratch_bytes} bytes (offsets below are into it)\n"
-                      f"host program:\n{compiled.generated.program_text}\n")
+        generated = compiled.generated
+        assert generated is not None  # compile_launcher keeps what it generated
+        assignment = (f"device scratch arena: {generated.program.scratch_bytes} bytes (offsets below are into it)\n"
+                      f"host program:\n{generated.program_text}\n")
         return Executable(self.name, Path(compiled.path), compiled.source, compiled.cache_hit, compiled.signature,
                           assignment, compiled)
 
