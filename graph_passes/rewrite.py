@@ -14,6 +14,8 @@ For each ``ClusterSpec`` (from ``extract``), in order:
   stateful op) and is dead now; stateful ops, fetches and what they need (control edges included) stay;
 - a dead cluster (``dead_clusters``: nothing live needs it) gets no launch node: its nodes go, and so
   do the dead nodes that read them;
+- ``RewriteResult.launches`` records, per cluster, what was written (the launch node's name, the caller's
+  ``LaunchSpec``, its data and control inputs), so later stages read that record, not the GraphDef;
 - every other NodeDef is left byte-for-byte as it was (only inputs that named clustered nodes change,
   and ``_class`` colocation entries naming removed nodes are dropped); the library keeps the functions
   the remaining nodes call.
@@ -42,12 +44,24 @@ class LaunchSpec:
     op: str = LAUNCH_OP
 
 
+@dataclass(frozen=True)
+class LaunchRecord:
+    """What the rewrite wrote for one cluster, for later stages to read instead of the GraphDef."""
+
+    cluster: str
+    node: str  # the launch node's name
+    decided: LaunchSpec  # what the caller's ``launch`` callback decided: attrs, kernel path or tensor
+    inputs: tuple[str, ...]  # the launch's data inputs after the kernel path, canonical ("node:k"), spec order
+    control_inputs: tuple[str, ...]  # the nodes it waits on
+
+
 @dataclass
 class RewriteResult:
     graph_def: object
     launch_nodes: dict[str, str]  # cluster name -> launch node name
     tensor_map: dict[str, str]  # original cluster output tensor -> "<launch>:k"
     removed: list[str]  # clustered nodes and nodes that became dead, GraphDef order
+    launches: dict[str, LaunchRecord] = field(default_factory=dict)  # cluster name -> its launch node
 
 
 def standard_attrs(spec, **extra) -> dict[str, object]:
@@ -195,6 +209,7 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
                 unobserved.add(consumer)
                 work.append(consumer)
     new_nodes: dict[str, list] = {}  # GraphDef position of the replaced node -> nodes placed there
+    records: dict[str, LaunchRecord] = {}
     for spec in clusters:
         if spec.name not in launch_nodes:
             continue
@@ -213,10 +228,12 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
             const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value, dtype=tf.string))
             placed.append(const)
             node.input.append(tensor(const.name, 0))
-        node.input.extend(data_input(p.tensor) for p in spec.inputs)
+        inputs = tuple(data_input(p.tensor) for p in spec.inputs)
+        node.input.extend(inputs)
         controls = dict.fromkeys(control_input(c) for c in spec.control_inputs)
         controls.pop(control(name), None)
         node.input.extend(controls)
+        records[spec.name] = LaunchRecord(spec.name, name, decided, inputs, tuple(node_name(c) for c in controls))
         for key, value in decided.attrs.items():
             node.attr[key].CopyFrom(value)
         placed.append(node)
@@ -258,7 +275,7 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
     out.library.function.extend(f for f in graph_def.library.function if f.signature.name in keep)
     out.library.gradient.extend(g for g in graph_def.library.gradient if g.function_name in keep)
     removed = [n.name for n in graph_def.node if n.name in removed_set]
-    return RewriteResult(out, launch_nodes, tensor_map, removed)
+    return RewriteResult(out, launch_nodes, tensor_map, removed, records)
 
 
 def _name_keeper(original, fetches: Sequence[str], data_input, launch: str, dtypes: Mapping[str, int]):
@@ -276,4 +293,4 @@ def _name_keeper(original, fetches: Sequence[str], data_input, launch: str, dtyp
     return node
 
 
-__all__ = ["LAUNCH_OP", "LaunchSpec", "RewriteResult", "dead_clusters", "live_nodes", "rewrite_clusters", "standard_attrs"]
+__all__ = ["LAUNCH_OP", "LaunchRecord", "LaunchSpec", "RewriteResult", "dead_clusters", "live_nodes", "rewrite_clusters", "standard_attrs"]

@@ -42,6 +42,17 @@ def test_rewrite_runs_like_the_original_and_keeps_other_nodes_byte_identical():
     assert after["cluster_0/kernel_path"].op == "Const"
     assert "unused_print" in after and "unused_pure" in after
 
+    # The record says what was written, so later stages need not read the GraphDef back.
+    assert list(rewritten.launches) == list(launch)
+    for cluster, record in rewritten.launches.items():
+        node = after[record.node]
+        assert record.cluster == cluster and record.node == launch[cluster] and node.op == record.decided.op
+        assert list(record.inputs) == node.input[1:1 + len(record.inputs)]
+        assert [f"^{c}" for c in record.control_inputs] == node.input[1 + len(record.inputs):]
+        assert all(node.attr[k] == v for k, v in record.decided.attrs.items())
+    assert rewritten.launches["cluster_2"].inputs == ("cluster_1:0",)
+    assert rewritten.launches["cluster_2"].control_inputs == ("after",)
+
 
 def test_control_edges_move_to_the_launch_node():
     gd, fetches = mixed_graph()

@@ -15,7 +15,6 @@ must-compile.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -151,12 +150,8 @@ def compile_tiled(cf, *, must_compile: bool, flags: Flags, tiles=DEFAULT_TILES,
         t = by_name[spec.name]
         shapes = [(None, *p.shape[1:]) if b else tuple(p.shape) for p, b in zip(spec.outputs, t.batched_results)]
         graphs = {by_size[p][spec.name].graph_def.SerializeToString() for p in PROBES}
-        extra = {}
-        if len(graphs) == 1:  # no batch size baked into the cluster graph: its gradient holds at any batch
-            gradient.remember(t.kernels[0].kernel_hash, spec)
-            extra["cluster_graph"] = graphs.pop()
-            extra["cluster_io"] = json.dumps({"inputs": [p.tensor for p in spec.inputs],
-                                              "outputs": spec.output_tensors()})
+        # No batch size baked into the cluster graph (the probes' graphs agree): its gradient holds at any batch.
+        extra = gradient.cluster_attrs(spec) if len(graphs) == 1 else {}
         attrs = standard_attrs(spec, kernel_hash=t.kernels[0].kernel_hash, output_shapes=shapes,
                                batch_tiles=list(tiles), batched_args=[int(b) for b in t.batched_args],
                                batched_results=[int(b) for b in t.batched_results],

@@ -8,7 +8,9 @@ live variables (docs/design.md §5).
 When the whole function is a single launch fed directly by its inputs and variable reads, and its
 only side effects are assigns of launch results to variables (an optimizer step), calls skip the
 graph: the launch runs eagerly on the calling thread with the variables' handles, then the assigns
-(``eager_launch.EagerStep``): one eager op per call plus one per assign. Besides the dispatch this
+(``eager_launch.EagerStep``): one eager op per call plus one per assign. Which kernel the launch runs and
+what it reads come from the rewrite's record of the launch (``RewriteResult.launches``), not from the
+GraphDef it wrote. Besides the dispatch this
 saves, kernels then run on the caller's thread rather than on TF's executor threads, and libgomp
 gives every thread that starts a parallel region its own team: once the teams' threads outnumber
 the CPUs every region pays a futex wake-up (measured: the MLP train step kernel 1.2 -> 2.4 ms).
@@ -16,7 +18,6 @@ the CPUs every region pays a futex wake-up (measured: the MLP train step kernel 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -26,8 +27,10 @@ from tensorflow.python.ops import resource_variable_ops
 
 from graph_passes.cluster import ClusterOptions
 from graph_passes.pipeline import analyze_function, rewrite, summary
-from graph_passes.rewrite import LaunchSpec, standard_attrs
+from graph_passes.rewrite import LAUNCH_OP, LaunchRecord, LaunchSpec, standard_attrs
 import backends as kernel_backends  # the Backend registry (backends.get); TODO(lead): rename at the call sites
+from hlo.lowering.tensor_names import (canonical, control_inputs, data_inputs, is_control, node_name, parse_input,
+                                       parse_tensor)
 from tfxla_plugin import _op, gradient
 from tfxla_plugin.cluster_compiler import CompiledCluster, compile_cluster
 from tfxla_plugin.eager_launch import CapturedHandle, EagerLaunch, EagerStep
@@ -36,7 +39,6 @@ from tfxla_plugin.flags import Flags
 
 log = logging.getLogger("tfxla_plugin")
 _MAX_EAGER_READS = 4096  # the eager single-launch path takes at most this many variables per call
-_RESOURCE = tf.resource.as_datatype_enum
 
 
 class CompiledGraph:
@@ -81,11 +83,7 @@ class CompiledGraph:
 
         def launch(spec) -> LaunchSpec:
             c = by_name[spec.name]
-            gradient.remember(c.kernel_hash, spec)
-            attrs = standard_attrs(spec, kernel_hash=c.kernel_hash,
-                                   cluster_graph=spec.graph_def.SerializeToString(),
-                                   cluster_io=json.dumps({"inputs": [p.tensor for p in spec.inputs],
-                                                          "outputs": spec.output_tensors()}))
+            attrs = standard_attrs(spec, kernel_hash=c.kernel_hash, **gradient.cluster_attrs(spec))
             return LaunchSpec(attrs, kernel_path=c.kernel_path)
 
         rewritten = rewrite(analysis, launch)
@@ -109,56 +107,30 @@ class CompiledGraph:
     # --- calling ----------------------------------------------------------------------
     def _fast_path(self):
         """The ``EagerStep`` running a call without the graph, if the rewritten graph is one launch on its
-        inputs and variable reads whose only side effects are assigns of its results; else None."""
+        inputs and variable reads whose only side effects are assigns of its results; else None.
+
+        The launch itself (its kernel, attrs, inputs and control inputs) is read from the rewrite's own
+        record (``RewriteResult.launches``); the graph is read only for what lies around the launch:
+        where each input comes from (an argument, a capture, a variable read), the assigns and the
+        Identity chains on the outputs."""
         if len(self.clusters) != 1:
             return None
+        record = self.rewritten.launches.get(self.analysis.clusters[0].name)
+        if record is None or record.decided.op != LAUNCH_OP or record.decided.kernel_tensor is not None:
+            return None  # dead, another op, or a kernel path the graph feeds (a SavedModel asset)
         cf = self.concrete_function
         graph = cf.graph
         nodes = {n.name: n for n in self.rewritten.graph_def.node}
-        launch_name = self.rewritten.launch_nodes[self.analysis.clusters[0].name]
-        launch = nodes[launch_name]
-        data = {t.op.name: k for k, t in enumerate(graph.inputs[:len(graph.inputs) - len(graph.captures)])}
-        captured = {internal.op.name: external for external, internal in graph.captures}
-        variables = {id(v.handle): v for v in live_variables(cf)}
-
-        handles = {}
-
-        def variable(handle: str, dtype: int):
-            """("var", captured variable) or ("argvar", index of a variable argument) for a handle tensor of
-            a variable of ``dtype``; a captured handle whose variable is gone is read by handle."""
-            name = handle.split(":")[0]
-            node = nodes.get(name)
-            if node is None or node.op != "Placeholder" or node.attr["dtype"].type != _RESOURCE:
-                return None
-            if name in data:
-                return ("argvar", data[name])
-            if name not in captured:
-                return None
-            var = variables.get(id(captured[name]))
-            if var is None:
-                var = handles.setdefault(name, CapturedHandle(captured[name], tf.dtypes.as_dtype(dtype)))
-            return ("var", var)
-
-        sources = []
-        for inp in list(launch.input)[1:]:
-            if inp.startswith("^"):
-                # tf.function's output Identity waits on a NoOp that waits on the variable reads
-                # (clustered, that control edge lands on the launch); the eager path reads the
-                # variables before launching anyway. Any control input with effects keeps the graph path.
-                if _harmless(nodes, inp[1:], launch_name):
-                    continue
-                return None
-            node = nodes.get(inp.split(":")[0])
-            if node is None:
-                return None
-            if node.op == "Placeholder" and node.name in data:
-                sources.append(("arg", data[node.name]))
-            elif node.op == "Placeholder" and node.name in captured and node.attr["dtype"].type != _RESOURCE:
-                sources.append(("value", captured[node.name]))  # a captured eager tensor: constant
-            elif node.op == "ReadVariableOp" and (source := variable(node.input[0], node.attr["dtype"].type)):
-                sources.append(source)
-            else:
-                return None
+        launch_name = record.node
+        where = _Sources(cf, nodes)
+        # tf.function's output Identity waits on a NoOp that waits on the variable reads (clustered,
+        # that control edge lands on the launch); the eager path reads the variables before launching
+        # anyway. Any control input with effects keeps the graph path.
+        if not all(_harmless(nodes, c, launch_name) for c in record.control_inputs):
+            return None
+        sources = [where.of(t) for t in record.inputs]
+        if None in sources:
+            return None
         if sum(kind in ("var", "argvar") for kind, _ in sources) > _MAX_EAGER_READS:
             return None  # under a tape each variable is one eager read (~8 us): past this a graph call is cheaper
         # Side effects keep the graph path, except assigns of launch results to variables, captured or
@@ -166,7 +138,7 @@ class CompiledGraph:
         # reads are fine.
         assigns, assign_nodes, waiting = [], set(), []
         for op in graph.control_outputs:
-            assign = _launch_result_assign(nodes, op.name, launch_name, variable)
+            assign = _launch_result_assign(nodes, op.name, launch_name, where.variable)
             if assign is None:
                 waiting.append(op.name)
             elif any(_same_target(assign[0], target) for target, _ in assigns):
@@ -183,21 +155,7 @@ class CompiledGraph:
             if k is None:
                 return None
             outputs.append(k)
-        attrs = launch.attr
-        path_node = nodes[launch.input[0].split(":")[0]]
-        if path_node.op != "Const":
-            return None
-        extra = {key: list(attrs[key].list.i) for key in ("batch_tiles", "batched_args", "batched_results")
-                 if key in attrs}
-        if "kernel_hashes" in attrs:
-            extra["kernel_hashes"] = [h.decode() for h in attrs["kernel_hashes"].list.s]
-        launch_op = EagerLaunch(
-            tf.constant(tf.make_ndarray(path_node.attr["value"].tensor)),
-            tin=[tf.dtypes.as_dtype(t) for t in attrs["Tin"].list.type],
-            tout=[tf.dtypes.as_dtype(t) for t in attrs["Tout"].list.type],
-            output_shapes=[tf.TensorShape(s) for s in attrs["output_shapes"].list.shape],
-            cluster=attrs["cluster"].s.decode(), kernel_hash=attrs["kernel_hash"].s.decode(), extra=extra)
-        return EagerStep(launch_op, sources, outputs, assigns)
+        return EagerStep(_eager_launch(record), sources, outputs, assigns)
 
     def call_flat(self, flat_args: list):
         """Run on the flat data inputs (in the concrete function's order); returns flat outputs."""
@@ -349,12 +307,13 @@ def _launch_result_assign(nodes: dict, name: str, launch_name: str, variable):
     node = nodes.get(name)
     if node is None or node.op != "AssignVariableOp" or len(node.input) < 2:
         return None
-    handle, value, *control = node.input
-    if not value.startswith(launch_name + ":") or not all(
-            c.startswith("^") and _harmless(nodes, c[1:], launch_name) for c in control):
+    handle, value, *controls = node.input
+    value = parse_input(value)
+    if value.node != launch_name or value.control or not all(
+            is_control(c) and _harmless(nodes, node_name(c), launch_name) for c in controls):
         return None
     target = variable(handle, node.attr["dtype"].type)
-    return None if target is None else (target, int(value.rsplit(":", 1)[1]))
+    return None if target is None else (target, value.index)
 
 
 def _same_target(a: tuple, b: tuple) -> bool:
@@ -362,6 +321,66 @@ def _same_target(a: tuple, b: tuple) -> bool:
     if a[0] != b[0]:
         return True
     return a[1] is b[1] if a[0] == "var" else a[1] == b[1]
+
+
+class _Sources:
+    """Where a launch input comes from: the function's signature says which placeholders are arguments
+    and which captures, and a variable's value arrives through a ``ReadVariableOp`` of its handle."""
+
+    def __init__(self, cf, nodes: dict):
+        graph = cf.graph
+        self.nodes = nodes
+        self.data = {t.op.name: k for k, t in enumerate(graph.inputs[:len(graph.inputs) - len(graph.captures)])}
+        self.resource_data = {t.op.name for t in graph.inputs[:len(self.data)] if t.dtype == tf.resource}
+        self.captured = {internal.op.name: (external, internal.dtype == tf.resource)
+                         for external, internal in graph.captures}
+        self.variables = {id(v.handle): v for v in live_variables(cf)}
+        self.handles: dict[str, CapturedHandle] = {}
+
+    def of(self, tensor: str):
+        """(kind, what) for ``EagerStep`` (an argument, a captured value, a variable), or None."""
+        name = node_name(tensor)
+        if name in self.data:
+            return ("arg", self.data[name])
+        if name in self.captured:
+            external, resource = self.captured[name]
+            return None if resource else ("value", external)  # a captured eager tensor: constant
+        node = self.nodes.get(name)
+        if node is not None and node.op == "ReadVariableOp":
+            return self.variable(node.input[0], node.attr["dtype"].type)
+        return None
+
+    def variable(self, handle: str, dtype: int):
+        """("var", captured variable) or ("argvar", index of a variable argument) for a handle tensor of
+        a variable of ``dtype``; a captured handle whose variable is gone is read by handle."""
+        name = node_name(handle)
+        if name in self.resource_data:
+            return ("argvar", self.data[name])
+        if name not in self.captured or not self.captured[name][1]:
+            return None
+        external = self.captured[name][0]
+        var = self.variables.get(id(external))
+        if var is None:
+            var = self.handles.setdefault(name, CapturedHandle(external, tf.dtypes.as_dtype(dtype)))
+        return ("var", var)
+
+
+def _eager_launch(record: LaunchRecord) -> EagerLaunch:
+    """The eager op of a launch, from what the build decided for it (``record.decided``)."""
+    attrs = record.decided.attrs
+    extra = {key: list(attrs[key].list.i) for key in ("batch_tiles", "batched_args", "batched_results")
+             if key in attrs}
+    if "kernel_hashes" in attrs:
+        extra["kernel_hashes"] = [h.decode() for h in attrs["kernel_hashes"].list.s]
+    # The cluster's own graph goes with the op only where a tape or a graph records it, for its gradient.
+    recorded = {key: attrs[key].s for key in gradient.GRADIENT_ATTRS if key in attrs}
+    return EagerLaunch(
+        tf.constant(record.decided.kernel_path or ""),
+        tin=[tf.dtypes.as_dtype(t) for t in attrs["Tin"].list.type],
+        tout=[tf.dtypes.as_dtype(t) for t in attrs["Tout"].list.type],
+        output_shapes=[tf.TensorShape(s) for s in attrs["output_shapes"].list.shape],
+        cluster=attrs["cluster"].s.decode(), kernel_hash=attrs["kernel_hash"].s.decode(), extra=extra,
+        recorded=recorded)
 
 
 _PURE_OPS = frozenset({"ReadVariableOp", "NoOp", "Identity", "IdentityN", "Placeholder", "Const"})
@@ -380,7 +399,7 @@ def _harmless(nodes: dict, name: str, launch_name: str, done: frozenset | set = 
     memo[name] = False  # a cycle (impossible in a graph) or unfinished: not harmless
     node = nodes.get(name)
     ok = node is not None and (name == launch_name or name in done or (node.op in _PURE_OPS and all(
-        _harmless(nodes, i.lstrip("^").split(":")[0], launch_name, done, memo) for i in node.input)))
+        _harmless(nodes, node_name(i), launch_name, done, memo) for i in node.input)))
     memo[name] = ok
     return ok
 
@@ -391,19 +410,16 @@ def _launch_output(nodes: dict, tensor: str, launch_name: str, tensor_map: dict,
     tf.function and nested calls put on outputs (their control inputs harmless, ``done`` counting as
     such); else None."""
     for _ in range(64):
-        tensor = tensor_map.get(tensor, tensor)
-        name, _, index = tensor.partition(":")
-        k = int(index or 0)
-        if name == launch_name:
-            return k
-        node = nodes.get(name)
+        ref = parse_tensor(tensor_map.get(tensor, tensor))
+        if ref.node == launch_name:
+            return ref.index
+        node = nodes.get(ref.node)
         if node is None or node.op not in ("Identity", "IdentityN"):
             return None
-        data = [i for i in node.input if not i.startswith("^")]
-        if any(i.startswith("^") and not _harmless(nodes, i[1:], launch_name, done) for i in node.input):
+        if not all(_harmless(nodes, node_name(c), launch_name, done) for c in control_inputs(node.input)):
             return None
-        tensor = data[k] if node.op == "IdentityN" else data[0]
-        tensor = tensor if ":" in tensor else f"{tensor}:0"
+        data = data_inputs(node.input)
+        tensor = canonical(data[ref.index] if node.op == "IdentityN" else data[0])
     return None
 
 

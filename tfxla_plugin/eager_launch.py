@@ -30,10 +30,14 @@ OP_NAME = "TfxlaLaunch"
 
 
 class EagerLaunch:
-    def __init__(self, path, tin, tout, output_shapes, cluster: str, kernel_hash: str, extra: dict):
+    """One launch op with its attrs converted once. ``recorded`` attrs (the cluster graph its gradient
+    differentiates, ``gradient.GRADIENT_ATTRS``) go only with an op a tape or a graph records."""
+
+    def __init__(self, path, tin, tout, output_shapes, cluster: str, kernel_hash: str, extra: dict,
+                 recorded: dict | None = None):
         self.path = path  # a string tensor: the kernel file
         self.kwargs = dict(kernel_path=path, Tout=tout, output_shapes=output_shapes, cluster=cluster,
-                           kernel_hash=kernel_hash, **extra)
+                           kernel_hash=kernel_hash, **extra, **(recorded or {}))
         self.num_outputs = len(tout)
         attrs = ["Tin", [t.as_datatype_enum for t in tin], "Tout", [t.as_datatype_enum for t in tout],
                  "output_shapes", [tf_execute.make_shape(s, "output_shapes") for s in output_shapes],
