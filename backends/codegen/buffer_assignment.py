@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hlo.ir import HloComputation, HloInstruction, HloModule
-from hlo.opcodes import Opcode
+from hlo.opcodes import Group, Opcode
 from hlo.shapes import Layout, Shape
 
 ALIGNMENT = 64
-_ALIAS_OPS = {Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT}
+_ALIAS_OPS = Group.TUPLE_PLUMBING
 
 
 def _aligned(n: int) -> int:
@@ -107,7 +107,7 @@ class Arena:
 def is_view(comp: HloComputation, inst: HloInstruction) -> bool:
     """A reshape (or bitcast) that is only a new view of its operand's bytes: same element type and
     row-major layouts on both sides, so the result aliases the operand's buffer instead of a copy."""
-    if inst.opcode not in (Opcode.RESHAPE, Opcode.BITCAST) or inst.operands[0] not in comp.by_name:
+    if inst.opcode not in Group.VIEW or inst.operands[0] not in comp.by_name:
         return False
     src, out = comp[inst.operands[0]].shape, inst.shape
     if not (isinstance(src, Shape) and isinstance(out, Shape)) or src.dtype != out.dtype:
@@ -148,7 +148,7 @@ def can_write_in_place(module: HloModule, comp: HloComputation, inst: HloInstruc
     fused = module.computation(inst.attr("calls").name)
     # Library kernels (oneDNN matmul/convolution) write their output before the epilogue reads the
     # other operands, and reductions read many elements: only plain loop fusions qualify.
-    if any(i.opcode in (Opcode.DOT, Opcode.CONVOLUTION, Opcode.REDUCE, Opcode.REDUCE_WINDOW)
+    if any(i.opcode in Group.CONTRACTIONS or i.opcode in (Opcode.REDUCE, Opcode.REDUCE_WINDOW)
            for i in fused.instructions):
         return False
     positions = [k for k, o in enumerate(inst.operands) if o == operand]

@@ -27,14 +27,14 @@ from backends.cuda.kernels import KernelBuilder, comment
 from backends.cuda.program import Launch
 from hlo.dtypes import PrimitiveType as P
 from hlo.ir import HloComputation, HloInstruction
-from hlo.opcodes import Opcode
+from hlo.opcodes import Group, Opcode
 from hlo.shapes import Shape
 
 MAX_SHARED_BYTES = 40 * 1024
 MIN_K, MAX_K = 256, 16384
-_NOT_ROW_WISE = {Opcode.DOT, Opcode.CONVOLUTION, Opcode.REDUCE_WINDOW, Opcode.SORT, Opcode.SCATTER,
-                 Opcode.GATHER, Opcode.WHILE, Opcode.CONDITIONAL, Opcode.CALL, Opcode.CUSTOM_CALL,
-                 Opcode.SELECT_AND_SCATTER, Opcode.TOPK, Opcode.RNG, Opcode.FUSION}
+_NOT_ROW_WISE = Group.CONTRACTIONS | Group.CONTROL_FLOW | {
+    Opcode.REDUCE_WINDOW, Opcode.SORT, Opcode.SCATTER, Opcode.GATHER, Opcode.CUSTOM_CALL, Opcode.SELECT_AND_SCATTER,
+    Opcode.TOPK, Opcode.RNG, Opcode.FUSION}
 
 
 @dataclass(frozen=True)
