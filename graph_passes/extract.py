@@ -157,7 +157,7 @@ class _Extractor:
                     import tensorflow as tf
 
                     consts = [_const_node(f"{name}/tfxla_const_{k}", v) for k, v in enumerate(values)]
-                    ident = tf.compat.v1.NodeDef(name=name, op="IdentityN", input=[f"{c.name}:0" for c in consts])
+                    ident = tf.compat.v1.NodeDef(name=name, op="IdentityN", input=[tensor(c.name, 0) for c in consts])
                     ident.attr["T"].list.type.extend(c.attr["dtype"].type for c in consts)
                     out.update({c.name: c for c in consts})
                     out[name] = ident

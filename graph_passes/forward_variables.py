@@ -135,7 +135,7 @@ def forward_variables(graph_def, *, assign_values: bool = True) -> ForwardResult
                 if pending is not None:
                     current, pending = _combine(out, taken, pending, current), None
                 if current is None:
-                    current = f"{node.name}:0"
+                    current = tensor(node.name, 0)
                     continue
                 dtype = node.attr["dtype"].type
                 del node.input[:]
@@ -173,7 +173,7 @@ def _combine(gd, taken: set[str], write, current: str) -> str:
     node = gd.node.add(name=_fresh(taken, f"{write.name}/tfxla_value"), op=WRITES[write.op],
                        input=[current, write.input[1]], device=write.device)
     node.attr["T"].type = write.attr["dtype"].type
-    return f"{node.name}:0"
+    return tensor(node.name, 0)
 
 
 def _initial_read(gd, taken: set[str], write) -> str:

@@ -82,9 +82,10 @@ def manifest_launch_info(manifest: dict, signature_def: str) -> dict[str, dict[s
 
 def _inlined_graph(signature):
     from graph_passes.inline import inline_calls
+    from hlo.lowering.tensor_names import control
 
     graph = signature.graph
-    fetches = [t.name for t in graph.outputs] + [f"^{op.name}" for op in graph.control_outputs]
+    fetches = [t.name for t in graph.outputs] + [control(op.name) for op in graph.control_outputs]
     return inline_calls(graph.as_graph_def(), fetches).graph_def
 
 
