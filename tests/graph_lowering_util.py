@@ -31,7 +31,8 @@ from tensorflow.python.ops import resource_variable_ops
 
 import hlo
 from hlo.lowering import InputSpec, can_lower, lower_graph
-from hlo.lowering.tensor_names import control_inputs, data_inputs, node_name
+from hlo.lowering.tensor_names import control_inputs, node_name
+from hlo.lowering.tensor_names import data_inputs as data_input_names
 from hlo.lowering.tf_function import python_sources
 
 READ = "ReadVariableOp"
@@ -133,7 +134,7 @@ def cut_variables(cf) -> GraphCut:
             if resource not in resources:
                 raise ValueError(f"{n.op} '{n.name}' uses resource '{n.input[0]}', which is not a captured variable")
             touches.setdefault(resource, []).append(n)
-        elif any(node_name(i) in resources for i in data_inputs(n.input)):
+        elif any(node_name(i) in resources for i in data_input_names(n.input)):
             # ResourceGather, ResourceApply*, ...: what they read or write would be silently lost
             raise ValueError(f"{n.op} '{n.name}' uses a variable directly; only ReadVariableOp and "
                              f"{'/'.join(ASSIGNS)} are cut out of the graph")
@@ -205,7 +206,7 @@ def unsupported_nodes(cut: GraphCut) -> list[tuple[str, str, str]]:
         verdict = can_lower(node)
         if not verdict:
             bad.append((node.op, node.name, verdict.reason))
-        work.extend(node_name(i) for i in data_inputs(node.input))
+        work.extend(node_name(i) for i in data_input_names(node.input))
     for fn in cut.graph_def.library.function:
         for node in fn.node_def:
             verdict = can_lower(node)
