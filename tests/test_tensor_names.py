@@ -23,7 +23,7 @@ from hlo.lowering.tensor_names import (FunctionRef, TensorRef, canonical, contro
 def test_graph_names(text: str, ref: TensorRef) -> None:
     assert parse_input(text) == ref
     assert node_name(text) == ref.node
-    assert canonical(text) == (f"^{ref.node}" if ref.control else f"{ref.node}:{ref.index}")
+    assert canonical(text) == (f"^{ref.node}" if ref.control else f"{ref.node}:{ref.output}")
     assert canonical(canonical(text)) == canonical(text)
 
 

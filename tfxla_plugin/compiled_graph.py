@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping
 
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
@@ -313,7 +314,7 @@ def _launch_result_assign(nodes: dict, name: str, launch_name: str, variable):
             is_control(c) and _harmless(nodes, node_name(c), launch_name) for c in controls):
         return None
     target = variable(handle, node.attr["dtype"].type)
-    return None if target is None else (target, value.index)
+    return None if target is None else (target, value.output)
 
 
 def _same_target(a: tuple, b: tuple) -> bool:
@@ -367,7 +368,7 @@ class _Sources:
 
 def _eager_launch(record: LaunchRecord) -> EagerLaunch:
     """The eager op of a launch, from what the build decided for it (``record.decided``)."""
-    attrs = record.decided.attrs
+    attrs: Mapping[str, Any] = record.decided.attrs  # name -> AttrValue
     extra = {key: list(attrs[key].list.i) for key in ("batch_tiles", "batched_args", "batched_results")
              if key in attrs}
     if "kernel_hashes" in attrs:
@@ -412,14 +413,14 @@ def _launch_output(nodes: dict, tensor: str, launch_name: str, tensor_map: dict,
     for _ in range(64):
         ref = parse_tensor(tensor_map.get(tensor, tensor))
         if ref.node == launch_name:
-            return ref.index
+            return ref.output
         node = nodes.get(ref.node)
         if node is None or node.op not in ("Identity", "IdentityN"):
             return None
         if not all(_harmless(nodes, node_name(c), launch_name, done) for c in control_inputs(node.input)):
             return None
         data = data_inputs(node.input)
-        tensor = canonical(data[ref.index] if node.op == "IdentityN" else data[0])
+        tensor = canonical(data[ref.output] if node.op == "IdentityN" else data[0])
     return None
 
 

@@ -91,7 +91,7 @@ class GraphLowering:
         if key not in self.values:
             self._lower_needed(ref.node, tensor)
         if key not in self.values:
-            raise LoweringError(f"node has no output {ref.index}", ref.node, self.nodes[ref.node].op)
+            raise LoweringError(f"node has no output {ref.output}", ref.node, self.nodes[ref.node].op)
         return self.values[key]
 
     def _lower_needed(self, root: str, tensor: str) -> None:

@@ -24,28 +24,28 @@ _INDEX = re.compile(r"0|[1-9][0-9]*")
 
 
 class TensorRef(NamedTuple):
-    """One input or fetch: ``node``, output ``index`` (-1 for a control input) and ``control``."""
+    """One input or fetch: ``node``, its ``output`` index (-1 for a control input) and ``control``."""
 
     node: str
-    index: int
+    output: int
     control: bool = False
 
     def __str__(self) -> str:
-        return f"^{self.node}" if self.control else f"{self.node}:{self.index}"
+        return f"^{self.node}" if self.control else f"{self.node}:{self.output}"
 
 
 class FunctionRef(NamedTuple):
-    """A FunctionDef reference: ``node:output:index``, an argument (``output`` None) or ``^node``."""
+    """A FunctionDef reference: ``node:output_arg:element``, an argument (``output_arg`` None) or ``^node``."""
 
     node: str
-    output: str | None = None
-    index: int = 0
+    output_arg: str | None = None
+    element: int = 0
     control: bool = False
 
     def __str__(self) -> str:
         if self.control:
             return f"^{self.node}"
-        return self.node if self.output is None else f"{self.node}:{self.output}:{self.index}"
+        return self.node if self.output_arg is None else f"{self.node}:{self.output_arg}:{self.element}"
 
 
 def _node(name: str, text: str) -> str:
