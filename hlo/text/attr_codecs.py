@@ -1,7 +1,9 @@
 """Attribute codecs: how each ``key=value`` of XLA's text is read and printed.
 
 ``PARSERS`` maps an attribute key to the function that reads its value from
-a ``Scanner``; keys not listed are kept as ``Raw`` text. ``format_value``
+a ``Scanner``; keys not listed are kept as ``Raw`` text. The kernel-shape
+annotations of the backends' own passes (``row_program=``, ``post_ops=``,
+``column_reduce=``) have their codecs in ``annotation_codecs.py``. ``format_value``
 prints any typed value back, dispatching on its Python type, so printing
 needs no key table and cannot drift from parsing.
 """
@@ -17,6 +19,7 @@ from hlo.attributes import (
 )
 from hlo.opcodes import CALLED_COMPUTATION_ATTRS
 from hlo.shapes import INT64_MAX, INT64_MIN, join_indexed
+from hlo.text import annotation_codecs
 from hlo.text.scanner import DIGITS, Scanner, quote
 
 # --- readers --------------------------------------------------------------
@@ -316,6 +319,7 @@ PARSERS: dict[str, Callable[[Scanner], Any]] = {
     "operand_precision": read_ident_list,
     "control-predecessors": read_inst_refs,
     "entry_computation_layout": read_program_shape,
+    **annotation_codecs.READERS,
 }
 
 
@@ -381,4 +385,7 @@ def format_value(value: Any) -> str:
         return "{" + ",".join(f"{k}={quote(v)}" for k, v in value.items) + "}"
     if isinstance(value, ProgramShape):
         return "{(" + join_indexed(str(p) for p in value.parameters) + ")->" + str(value.result) + "}"
+    formatter = annotation_codecs.FORMATTERS.get(type(value))
+    if formatter is not None:
+        return formatter(value)
     raise TypeError(f"cannot print attribute value of type {type(value).__name__}: {value!r}")

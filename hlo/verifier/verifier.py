@@ -10,6 +10,7 @@ Checks, in order (each later check may rely on the earlier ones):
    permutations of the dims; every array's byte size fits in int64 (XLA's
    limit); called computations are named by the attributes the opcode
    table lists (``call`` takes ``to_apply=``, ``fusion`` ``calls=``) and exist;
+   kernel-shape annotations are well formed (``hlo/verifier/annotations.py``);
 3. the call graph is acyclic and nothing calls the ENTRY;
 4. every instruction's declared shape is compatible (layouts ignored) with
    the shape its rule infers from the operands' declared shapes;
@@ -24,6 +25,7 @@ from hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo.opcodes import CALLED_COMPUTATION_ATTRS, Opcode
 from hlo.shape_inference import ShapeContext, ShapeError, infer_shape
 from hlo.shapes import Shape, ShapeLike
+from hlo.verifier.annotations import check_annotations
 
 
 def verify(module: HloModule) -> None:
@@ -79,6 +81,7 @@ def _check_structure(module: HloModule, comp: HloComputation) -> None:
     missing = sorted(set(range(len(numbers))) - set(numbers))
     if missing:
         raise error(f"parameter numbers must be 0..{len(numbers) - 1}, but {missing[0]} is missing")
+    check_annotations(module, comp, error)
 
 
 def _check_instruction(module: HloModule, inst: HloInstruction, numbers: dict[int, str], error) -> None:
