@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 
 import backends.cuda as cuda  # noqa: E402
 import hlo  # noqa: E402
-from backends.cpu.pipeline import optimize  # noqa: E402
+from backends.cuda.pipeline import optimize  # noqa: E402
 
 N_REDUCE = 100_000_000
 ROWS = COLS = 8192

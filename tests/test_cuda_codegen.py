@@ -16,7 +16,7 @@ import pytest
 
 import backends.cuda as cuda
 import hlo
-from backends.cpu.pipeline import optimize
+from backends.cuda.pipeline import optimize
 from backends.cuda.program import Copy, Launch, Switch, WhileLoop
 from tests.gpu.cases import MODULES
 

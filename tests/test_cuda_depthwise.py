@@ -19,9 +19,9 @@ import pytest
 
 import backends.cuda as cuda
 import hlo
-from backends.cpu.pipeline import optimize
 from backends.cuda.compiler import NvccOptions, compile_fatbin
 from backends.cuda.host_emulator import CUDA_INCLUDE, host_executables
+from backends.cuda.pipeline import optimize
 from tests.gpu.cases import MODULES, compare, random_args
 
 EXTRA = {

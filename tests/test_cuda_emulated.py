@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import hlo
-from backends.cpu.pipeline import optimize
 from backends.cuda.host_emulator import CUDA_INCLUDE, host_executables
+from backends.cuda.pipeline import optimize
 from tests.gpu.cases import MODULES, compare, corpus, random_args
 from tests.test_cuda_nvcc import fusion_test_modules
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import backends.cuda as cuda
+from backends.cuda.pipeline import optimize
 import hlo
-from backends.cpu.pipeline import optimize
 from tests.gpu.cases import MODULES
 
 GOLDEN = Path(__file__).parent / "test_cuda_golden"

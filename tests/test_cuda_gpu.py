@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import backends.cuda as cuda
+from backends.cuda.pipeline import optimize
 import hlo
-from backends.cpu.pipeline import optimize
 from tests.gpu.cases import MODULES, compare, corpus, have_gpu, random_args
 
 REASON = have_gpu()

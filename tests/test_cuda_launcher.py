@@ -25,13 +25,13 @@ import pytest
 
 import hlo
 from backends.cpu.codegen import generate as generate_c
-from backends.cpu.pipeline import optimize
 from backends.cpu.runtime import Kernel, KernelError
 from backends.cuda.codegen import GeneratedModule, generate
 from backends.cuda.compiler import NvccNotFound, NvccOptions, require_nvcc
 from backends.cuda.host_emulator import compile_emulated_launcher
 from backends.cuda.host_launcher import (LauncherOptions, ProgramOutOfBounds, compile_launcher,
                                          launcher_source)
+from backends.cuda.pipeline import optimize
 from backends.cuda.program import BufRef, Copy, Program
 from tests.gpu.cases import MODULES, compare, corpus, have_cuda_device, random_args
 

@@ -21,8 +21,8 @@ import pytest
 
 import backends.cuda as cuda
 import hlo
-from backends.cpu.pipeline import optimize
 from backends.cuda.compiler import NvccOptions, batch_source, compile_fatbin
+from backends.cuda.pipeline import optimize
 from tests.gpu.cases import MODULES, corpus
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

@@ -20,10 +20,10 @@ import pytest
 
 import backends.cuda as cuda
 import hlo
-from backends.cpu.pipeline import optimize
 from backends.cuda import kernel_wmma as W
 from backends.cuda.codegen import CodegenOptions
 from backends.cuda.host_emulator import CUDA_INCLUDE
+from backends.cuda.pipeline import optimize
 from tests.gpu.cases import MODULES
 
 

@@ -579,5 +579,10 @@ class ModuleCodegen:
 
 
 def generate(module: HloModule, options: CodegenOptions | None = None) -> GeneratedKernel:
-    """C source for ``module`` (raises ``CodegenUnsupported`` naming what cannot be emitted)."""
-    return ModuleCodegen(module, options).generate()
+    """C source for ``module`` (raises ``CodegenUnsupported`` naming what cannot be emitted).
+
+    The kernel shapes are read from the annotations of the backend's own pipeline passes
+    (``hlo/annotations.py``); a module that skipped the pipeline gets them here."""
+    from backends.cpu.pipeline import prepare  # the backend's own passes: a no-op on the pipeline's output
+
+    return ModuleCodegen(prepare(module), options).generate()

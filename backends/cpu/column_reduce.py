@@ -8,39 +8,29 @@ the input is walked in memory order, each row combined into the output with
 the reducer (the innermost loop runs over the kept dims, contiguous and
 vectorizable). Used for single-output reductions whose reducer is one
 binary op, whose compute type is their storage type, and whose reduced dims
-are exactly the leading dims of a row-major input.
+are exactly the leading dims of a row-major input: the reduces the
+``ColumnReductions`` pass (``column_reductions.py``) annotated ``column_reduce=true``.
 """
 
 from __future__ import annotations
 
 from backends.codegen.elemental import ElementalEmitter
-from backends.codegen.elemental_data import simple_reducer
 from backends.codegen.layout import linear_index
-from backends.cpu.dialect import C, SIMD_REDUCTIONS
+from backends.cpu.dialect import C
+from hlo.annotations import COLUMN_REDUCE
 from hlo.ir import HloInstruction
-from hlo.opcodes import Opcode
-from hlo.shapes import Layout, Shape
+from hlo.shapes import Layout
 
 
 def column_reduce(em: ElementalEmitter, root: HloInstruction, out, buf, names) -> bool:
-    """Emit ``root`` (a reduce) into buffer ``out`` with the interchanged loops; False if not applicable."""
-    if root.opcode is not Opcode.REDUCE or len(root.operands) != 2 or not isinstance(root.shape, Shape):
+    """Emit ``root`` into buffer ``out`` with the interchanged loops when the pipeline annotated it
+    ``column_reduce=true`` (``column_reductions.py``) and ``out`` is row-major; False otherwise."""
+    if root.attr(COLUMN_REDUCE) is not True or out.shape.layout not in (None, Layout.default(out.shape.rank)):
         return False
-    src = em.comp[root.operands[0]].shape if root.operands[0] in em.comp.by_name else None
-    if not isinstance(src, Shape) or (src.layout is not None and src.layout != Layout.default(src.rank)):
-        return False
+    src = em.comp[root.operands[0]].shape
     dims = sorted(root.attr("dimensions"))
-    if not dims or dims != list(range(len(dims))) or len(dims) == src.rank:
-        return False
     dtype = root.shape.dtype
-    if C.compute(dtype) != C.storage(dtype) or (out.shape.layout not in (None, Layout.default(out.shape.rank))):
-        return False
-    op = simple_reducer(em.module, root.attr("to_apply").name)
-    if op is None or (op, C.compute(dtype)) not in SIMD_REDUCTIONS:
-        return False
     kept = src.dims[len(dims):]
-    if 0 in src.dims:
-        return False
     rvars = [names.fresh("r") for _ in dims]
     jvars = [names.fresh("j") for _ in kept]
     n_out = out.shape.num_elements

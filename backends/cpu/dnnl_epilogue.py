@@ -6,6 +6,8 @@ dot/convolution is ``hero``, the latest instruction ``cut`` that equals
 every path from the root to the hero passes. ``cut == comp.root_name`` is a full
 match; otherwise the backend computes ``cut`` with oneDNN and the rest of the
 epilogue with the elemental emitter (``cut == hero`` when nothing matches).
+The ``DnnlEpilogues`` pass (``dnnl_epilogues.py``) writes the match into the
+HLO as the fusion's ``post_ops=`` annotation; ``kernels_dnnl`` reads it there.
 
 Recognised, bottom-up from the hero (each step must keep the hero's dims and type):
 * a binary op with a side input: ``+ - * /`` of a fusion parameter or constant,
@@ -37,7 +39,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterator, Union
 
-from backends.cpu.dnnl import Eltwise
+from hlo.annotations import PostOp
 from hlo.ir import HloComputation, HloInstruction
 from hlo.opcodes import Opcode as O
 from hlo.shapes import Shape
@@ -45,17 +47,16 @@ from hlo.shapes import Shape
 INF = math.inf
 
 
-@dataclass(frozen=True)
-class Side:
-    """A binary post-op whose second operand is ``operand`` (a parameter or constant of the fused
-    computation); ``dim_map[d]`` is the operand dim read at output dim ``d`` (None: broadcast)."""
-
-    alg: str
-    operand: str
-    dim_map: tuple[int | None, ...]
+def _eltwise(alg: str, alpha: float = 0.0, beta: float = 0.0) -> PostOp:
+    """An elementwise post-op ``dnnl_eltwise_<alg>``."""
+    return PostOp(alg, alpha, beta)
 
 
-PostOp = Union[Eltwise, Side]
+def _binary(alg: str, operand: str, dim_map: tuple[int | None, ...]) -> PostOp:
+    """A binary post-op ``dnnl_binary_<alg>`` whose second operand is ``operand`` (a parameter or constant
+    of the fused computation, or a small value computed from them); ``dim_map[d]`` is the operand dim
+    read at output dim ``d`` (None: broadcast)."""
+    return PostOp(alg, operand=operand, dims=dim_map)
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ _ASSOC = (O.ADD, O.MULTIPLY)
 
 
 def _clip(lo, hi):
-    return lambda b: (Eltwise("clip", lo(b), hi(b)),)
+    return lambda b: (_eltwise("clip", lo(b), hi(b)),)
 
 
 _GELU_TANH = p(O.MULTIPLY, 0.5, X, p(O.ADD, 1, p(O.TANH, p(O.MULTIPLY, math.sqrt(2 / math.pi),
@@ -103,29 +104,29 @@ _GELU_ERF = p(O.MULTIPLY, 0.5, X, p(O.ADD, 1, p(O.ERF, p(O.MULTIPLY, X, 1 / math
 
 # Keyed by the opcode of the instruction matched; each maps a binding to the post-ops it stands for.
 TEMPLATES: dict[O, list[tuple[Pat, object]]] = {
-    O.MULTIPLY: [(_GELU_TANH, lambda b: (Eltwise("gelu_tanh"),)),
-                 (_GELU_ERF, lambda b: (Eltwise("gelu_erf"),)),
-                 (p(O.MULTIPLY, X, p(O.LOGISTIC, X)), lambda b: (Eltwise("swish", 1.0),)),
-                 (p(O.MULTIPLY, X, p(O.LOGISTIC, p(O.MULTIPLY, K, X))), lambda b: (Eltwise("swish", b["k"]),)),
-                 (p(O.MULTIPLY, X, X), lambda b: (Eltwise("square"),)),
-                 (p(O.MULTIPLY, X, K), lambda b: (Eltwise("linear", b["k"], 0.0),))],
-    O.ADD: [(p(O.ADD, X, K), lambda b: (Eltwise("linear", 1.0, b["k"]),))],
-    O.SUBTRACT: [(p(O.SUBTRACT, X, K), lambda b: (Eltwise("linear", 1.0, -b["k"]),)),
-                 (p(O.SUBTRACT, K, X), lambda b: (Eltwise("linear", -1.0, b["k"]),))],
-    O.DIVIDE: [(p(O.DIVIDE, X, K), lambda b: (Eltwise("linear", 1.0 / b["k"], 0.0),))],
-    O.NEGATE: [(p(O.NEGATE, X), lambda b: (Eltwise("linear", -1.0, 0.0),))],
-    O.TANH: [(p(O.TANH, X), lambda b: (Eltwise("tanh"),))],
-    O.LOGISTIC: [(p(O.LOGISTIC, X), lambda b: (Eltwise("logistic"),))],
-    O.ABS: [(p(O.ABS, X), lambda b: (Eltwise("abs"),))],
-    O.SQRT: [(p(O.SQRT, X), lambda b: (Eltwise("sqrt"),))],
-    O.LOG: [(p(O.LOG, X), lambda b: (Eltwise("log"),))],
+    O.MULTIPLY: [(_GELU_TANH, lambda b: (_eltwise("gelu_tanh"),)),
+                 (_GELU_ERF, lambda b: (_eltwise("gelu_erf"),)),
+                 (p(O.MULTIPLY, X, p(O.LOGISTIC, X)), lambda b: (_eltwise("swish", 1.0),)),
+                 (p(O.MULTIPLY, X, p(O.LOGISTIC, p(O.MULTIPLY, K, X))), lambda b: (_eltwise("swish", b["k"]),)),
+                 (p(O.MULTIPLY, X, X), lambda b: (_eltwise("square"),)),
+                 (p(O.MULTIPLY, X, K), lambda b: (_eltwise("linear", b["k"], 0.0),))],
+    O.ADD: [(p(O.ADD, X, K), lambda b: (_eltwise("linear", 1.0, b["k"]),))],
+    O.SUBTRACT: [(p(O.SUBTRACT, X, K), lambda b: (_eltwise("linear", 1.0, -b["k"]),)),
+                 (p(O.SUBTRACT, K, X), lambda b: (_eltwise("linear", -1.0, b["k"]),))],
+    O.DIVIDE: [(p(O.DIVIDE, X, K), lambda b: (_eltwise("linear", 1.0 / b["k"], 0.0),))],
+    O.NEGATE: [(p(O.NEGATE, X), lambda b: (_eltwise("linear", -1.0, 0.0),))],
+    O.TANH: [(p(O.TANH, X), lambda b: (_eltwise("tanh"),))],
+    O.LOGISTIC: [(p(O.LOGISTIC, X), lambda b: (_eltwise("logistic"),))],
+    O.ABS: [(p(O.ABS, X), lambda b: (_eltwise("abs"),))],
+    O.SQRT: [(p(O.SQRT, X), lambda b: (_eltwise("sqrt"),))],
+    O.LOG: [(p(O.LOG, X), lambda b: (_eltwise("log"),))],
     O.SELECT: [
         # TF's std::max/std::min lowering of Relu and Relu6 (select(x < k, k, x), select(k < x, k, x)),
         # maximum, minimum and clamp pass NaN on; oneDNN's clip maps it to its lower bound, so only
         # select(k < x, x, k), whose NaN result is k, is a clip (see the module docstring).
         (p(O.SELECT, p("less", K, X), X, K), _clip(lambda b: b["k"], lambda b: INF)),
-        (p(O.SELECT, p("less", X, 0), p(O.EXPONENTIAL_MINUS_ONE, X), X), lambda b: (Eltwise("elu", 1.0),)),
-        (p(O.SELECT, p("less", 0, X), X, p(O.EXPONENTIAL_MINUS_ONE, X)), lambda b: (Eltwise("elu", 1.0),)),
+        (p(O.SELECT, p("less", X, 0), p(O.EXPONENTIAL_MINUS_ONE, X), X), lambda b: (_eltwise("elu", 1.0),)),
+        (p(O.SELECT, p("less", 0, X), X, p(O.EXPONENTIAL_MINUS_ONE, X)), lambda b: (_eltwise("elu", 1.0),)),
     ],
 }
 
@@ -138,7 +139,7 @@ BINARY = {O.ADD: ("add", True), O.MULTIPLY: ("mul", True), O.SUBTRACT: ("sub", F
 # value, or +inf for exp): matched with ``exact_nan=False`` for the fast primitive that ``dnnl_guard``
 # runs when the call's inputs are proven to keep every intermediate finite.
 NAN_MASKING: dict[O, list[tuple[Pat, object]]] = {
-    O.EXPONENTIAL: [(p(O.EXPONENTIAL, X), lambda b: (Eltwise("exp"),))],
+    O.EXPONENTIAL: [(p(O.EXPONENTIAL, X), lambda b: (_eltwise("exp"),))],
     O.MAXIMUM: [(p(O.MAXIMUM, X, K), _clip(lambda b: b["k"], lambda b: INF))],
     O.MINIMUM: [(p(O.MINIMUM, X, K), _clip(lambda b: -INF, lambda b: b["k"]))],
     O.CLAMP: [(p(O.CLAMP, LO, X, HI), _clip(lambda b: b["lo"], lambda b: b["hi"]))],
@@ -310,7 +311,7 @@ def _step(m: _Matcher, inst: HloInstruction, best: dict, dims, exact_nan: bool) 
         for x, s in ((a, b), (b, a)) if commutative else ((a, b),):
             side = m.side(s, dims) if x in best else None
             if side is not None:
-                return best[x] + (Side(alg, *side),)
+                return best[x] + (_binary(alg, *side),)
     return None
 
 
@@ -333,10 +334,10 @@ def _merge_clips(ops: tuple[PostOp, ...]) -> tuple[PostOp, ...]:
     out: list[PostOp] = []
     for op in ops:
         prev = out[-1] if out else None
-        if isinstance(op, Eltwise) and op.alg == "clip" and isinstance(prev, Eltwise) and prev.alg == "clip" \
+        if not op.is_binary and op.alg == "clip" and prev is not None and not prev.is_binary and prev.alg == "clip" \
                 and max(prev.alpha, op.alpha) <= min(prev.beta, op.beta):
-            out[-1] = Eltwise("clip", max(prev.alpha, op.alpha), min(prev.beta, op.beta))
+            out[-1] = _eltwise("clip", max(prev.alpha, op.alpha), min(prev.beta, op.beta))
         else:
             out.append(op)
-    return tuple(Eltwise("relu") if isinstance(o, Eltwise) and o.alg == "clip" and o.alpha == 0 and o.beta == INF
+    return tuple(_eltwise("relu") if not o.is_binary and o.alg == "clip" and o.alpha == 0 and o.beta == INF
                  else o for o in out)

@@ -8,8 +8,8 @@
   1-3 spatial dims, strides, non-negative (asymmetric) padding, dilation, ``feature_group_count``
   (grouped and depthwise weights ``[G, O/G, I/G, ...]``); weights always go into oneDNN's preferred
   layout (once at init when constant, per call otherwise).
-* ``fusion kind=kOutput`` with one dot/convolution: the matched part of the epilogue becomes
-  post-ops (``dnnl_epilogue``); the rest, if any, runs in an elemental loop reading the library result,
+* ``fusion kind=kOutput`` with one dot/convolution: the part of the epilogue its ``post_ops=``
+  annotation names (the ``DnnlEpilogues`` pass, ``dnnl_epilogues.py``) becomes post-ops; the rest, if any, runs in an elemental loop reading the library result,
   in place in the result buffer when the rest is elementwise (``tail_in_place``: relu, relu6, clip
   keep NaN this way), else from scratch. When the clamps could be post-ops, a second, fast primitive
   with them is built too, and each call runs it when ``dnnl_guard``'s check proves no NaN can arise.
@@ -31,7 +31,8 @@ from backends.cpu import dnnl, dnnl_guard
 from backends.cpu.codegen import Buf, ComputationEmitter, Value, parallel_for_pragma, parallel_loops, top_level
 from backends.cpu.dialect import C
 from backends.cpu.dnnl import Binary, ConvWindow, DnnlPrimitive, Eltwise, Tensor
-from backends.cpu.dnnl_epilogue import EpilogueMatch, match_epilogue
+from backends.cpu.dnnl_epilogue import EpilogueMatch
+from hlo.annotations import POST_OPS, PostOpChain
 from hlo.attributes import FusionKind
 from hlo.dtypes import PrimitiveType as P
 from hlo.ir import HloComputation, HloInstruction
@@ -229,7 +230,8 @@ def _output_fusion(em: ComputationEmitter, inst: HloInstruction, target: Value):
     install = _install(em, hero, [comp[o].shape for o in hero.operands])
     if install is None or None in operands:
         return False
-    match = match_epilogue(comp, hero.name)
+    chain: PostOpChain | None = inst.attr(POST_OPS)  # the DnnlEpilogues pass's decision (none: the hero alone)
+    match = EpilogueMatch(chain.cut, chain.ops) if chain is not None else EpilogueMatch(hero.name, ())
     full = match.cut == comp.root_name
     in_place = full or tail_in_place(comp, match.cut, target.shape)
     dst_buf = target if in_place else Buf(em.names.fresh("b"), Shape.array(hero.shape.dtype, hero.shape.dims))
@@ -252,8 +254,9 @@ def _output_fusion(em: ComputationEmitter, inst: HloInstruction, target: Value):
     src_param = comp[hero.operands[0]]
     src_bound = bounds.get(inst.operands[src_param.parameter_number]) if src_param.opcode is Opcode.PARAMETER \
         else None
-    fast = None if full else _fast_primitive(em, inst, comp, hero, operands, match, target, aliases,
-                                             src_bound is not None)
+    fast = None if full or chain is None or chain.fast is None else \
+        _fast_primitive(em, inst, comp, hero, operands, EpilogueMatch(comp.root_name, chain.fast), target, aliases,
+                        src_bound is not None)
     if fast is None:
         _emit(em, install, built, tail)
         return None
@@ -304,13 +307,10 @@ def _route_alias(em: ComputationEmitter, inst: HloInstruction, prim: DnnlPrimiti
 
 
 def _fast_primitive(em: ComputationEmitter, inst: HloInstruction, comp: HloComputation, hero: HloInstruction,
-                    operands, safe: EpilogueMatch, target: Buf, aliases: dict,
+                    operands, fast: EpilogueMatch, target: Buf, aliases: dict,
                     src_bounded: bool) -> tuple[IndentedBuffer, DnnlPrimitive] | None:
-    """The whole fusion as one primitive with NaN-masking post-ops (``exact_nan=False``), when that
-    matches the fusion fully, goes further than ``safe`` and ``dnnl_guard`` can prove it exact per call."""
-    fast = match_epilogue(comp, hero.name, exact_nan=False)
-    if fast.cut != comp.root_name or fast.ops == safe.ops:
-        return None
+    """The whole fusion as one primitive with NaN-masking post-ops (the annotation's ``fast`` chain), when
+    ``dnnl_guard`` can prove it exact per call."""
     built = _primitive(em, inst, comp, hero, operands, fast, target)
     if built is None or not dnnl_guard.applies(built[1], src_bounded):
         return None
@@ -350,13 +350,13 @@ def tail_in_place(comp: HloComputation, cut: str, out: Shape) -> bool:
 def _post_ops(em, fusion, comp, plan: _Plan, ops, prelude: IndentedBuffer) -> list | None:
     out: list = []
     for op in ops:
-        if isinstance(op, Eltwise):
-            out.append(op)
+        if not op.is_binary:
+            out.append(Eltwise(op.alg, op.alpha, op.beta))
             continue
         operand = _fused_operand(em, fusion, comp, op.operand, prelude)
         if operand is None or operand[0].shape.dtype not in dnnl.DNNL_TYPES:
             return None
-        t = _tensor(operand[0], plan.groups, dim_map=op.dim_map, order=memory_order(plan.dst))
+        t = _tensor(operand[0], plan.groups, dim_map=op.dims, order=memory_order(plan.dst))
         if t is None:
             return None
         out.append(Binary(op.alg, t))

@@ -14,9 +14,7 @@ class CudaBackend(BackendBase):
     name = "cuda"
     source_suffix = ".cu"
     source_language = "cuda"
-    # TODO(lead, merge with helper "fusion"): backends/cuda/pipeline.py, the CUDA pipeline with the CPU
-    # pipeline's interface; until it lands the CUDA backend runs the CPU pipeline, as it always did.
-    pipeline_module = "backends.cpu.pipeline"
+    pipeline_module = "backends.cuda.pipeline"  # the shared passes, then RowPrograms
 
     def check(self) -> None:
         from backends.cuda.compiler import require_nvcc

@@ -447,5 +447,10 @@ def _resolve(steps, bases: list[int]) -> list[Step]:
 
 
 def generate(module: HloModule, options: CodegenOptions | None = None) -> GeneratedModule:
-    """CUDA source and host program for ``module`` (raises ``CodegenUnsupported`` naming what cannot be emitted)."""
-    return ModuleEmitter(module, options).generate()
+    """CUDA source and host program for ``module`` (raises ``CodegenUnsupported`` naming what cannot be emitted).
+
+    The kernel shapes are read from the annotations of the backend's own pipeline passes
+    (``hlo/annotations.py``); a module that skipped the pipeline gets them here."""
+    from backends.cuda.pipeline import prepare  # the backend's own passes: a no-op on the pipeline's output
+
+    return ModuleEmitter(prepare(module), options).generate()

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from backends.codegen.buffer import IndentedBuffer
 from backends.cuda import dialect as D
 from backends.cuda.kernels import KernelBuilder, ceil_div, delinearize, prod, strategy
+from backends.cuda.row_programs import epilogue_reduce
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape, TupleShape
@@ -62,25 +63,9 @@ class ReduceView:
 def _epilogue_reduce(kb: KernelBuilder) -> HloInstruction | None:
     """The one single-output reduce of a fusion whose root is an elementwise function of it (every
     instruction between them elementwise with the reduce's dims), so the epilogue runs per result."""
-    fused = kb.fused
-    if fused is None or not isinstance(kb.root.shape, Shape):
+    if kb.fused is None or not isinstance(kb.root.shape, Shape):
         return None
-    reduces = [i for i in fused.instructions if i.opcode is Opcode.REDUCE]
-    if len(reduces) != 1 or len(reduces[0].operands) != 2:
-        return None
-    red = reduces[0]
-    users = fused.users()
-    seen, todo = set(), [red.name]
-    while todo:
-        name = todo.pop()
-        for u in users.get(name, []):
-            inst = fused[u]
-            if not (inst.opcode.is_elementwise and isinstance(inst.shape, Shape) and inst.shape.dims == red.shape.dims):
-                return None
-            if u not in seen:
-                seen.add(u)
-                todo.append(u)
-    return red if kb.root.name in seen else None
+    return epilogue_reduce(kb.fused)
 
 
 def reduce_view(kb: KernelBuilder) -> ReduceView | None:

@@ -1,14 +1,11 @@
 """Row programs: consecutive row-wise instructions run as one kernel, one block per row (softmax,
 layer norm and other normalizations).
 
-After our fusion pass a softmax is four kernels (max, ``exp(x - max)``, sum,
-divide) and a layer norm three, each a pass over ``[R, K]`` in memory. When
-consecutive instructions of a computation (``row_groups``) all work row by
-row on the same ``[R, K]`` (row reductions over the last dim producing
-``[R]``, possibly with an elementwise epilogue, and elementwise fusions
-producing ``[R, K]`` or ``[R]``), they become one kernel with a block of
-256-1024 threads per row: a reduction's result is a shared scalar, an
-``[R, K]`` value used later in the group lives in a shared row (at most
+The ``RowPrograms`` pass of the CUDA pipeline (``row_programs.py``) decides
+the groups and annotates their members ``row_program=``; ``row_groups`` reads
+them back. Each group becomes one kernel with a block of 256-1024 threads per
+row: a reduction's result is a shared scalar, an ``[R, K]`` value used later
+in the group lives in a shared row (the pass keeps them within
 ``MAX_SHARED_BYTES``), and only values used outside the group are written to
 memory. Reads of a group value must stay in the block's row (any column is
 fine: the row is complete in shared memory after a barrier); otherwise the
@@ -22,104 +19,33 @@ from dataclasses import dataclass
 from backends.codegen.buffer import IndentedBuffer
 from backends.codegen.errors import CodegenUnsupported
 from backends.cuda import dialect as D
-from backends.cuda.kernel_reduce import Reducer, _declare_shared, _epilogue_reduce
+from backends.cuda.kernel_reduce import Reducer, _declare_shared
 from backends.cuda.kernels import KernelBuilder, comment
 from backends.cuda.program import Launch
-from hlo.dtypes import PrimitiveType as P
+from hlo.annotations import ROW_PROGRAM
 from hlo.ir import HloComputation, HloInstruction
-from hlo.opcodes import Group, Opcode
-from hlo.shapes import Shape
-
-MAX_SHARED_BYTES = 40 * 1024
-MIN_K, MAX_K = 256, 16384
-_NOT_ROW_WISE = Group.CONTRACTIONS | Group.CONTROL_FLOW | {
-    Opcode.REDUCE_WINDOW, Opcode.SORT, Opcode.SCATTER, Opcode.GATHER, Opcode.CUSTOM_CALL, Opcode.SELECT_AND_SCATTER,
-    Opcode.TOPK, Opcode.RNG, Opcode.FUSION}
+from hlo.opcodes import Opcode
 
 
 @dataclass(frozen=True)
 class Member:
     inst: HloInstruction
-    kind: str  # "reduce" ([R, K] -> [R]), "full" (elementwise -> [R, K]) or "row" (elementwise -> [R])
+    kind: str  # a RowRole's value: "reduce" ([R, K] -> [R]), "full" (elementwise -> [R, K]) or "row" (-> [R])
     reduce: HloInstruction | None = None  # for "reduce": the reduce inside (the root, or under an epilogue)
 
 
-def _row_major(shape) -> bool:
-    return shape.layout is None or not shape.layout.minor_to_major or \
-        tuple(shape.layout.minor_to_major) == tuple(range(shape.rank - 1, -1, -1))
-
-
-def classify(gen, comp: HloComputation, inst: HloInstruction) -> tuple[Member, tuple[int, int] | None] | None:
-    """The member kind of ``inst`` and, for a reduction, its ``(R, K)``; None when it cannot join."""
-    shape = inst.shape
-    if not isinstance(shape, Shape) or shape.dtype is not P.F32 or not _row_major(shape) or shape.rank not in (1, 2):
-        return None
-    if inst.opcode is Opcode.FUSION:
-        body = gen.module.computation(inst.attr("calls").name).instructions
-    elif inst.opcode.is_elementwise or inst.opcode in (Opcode.REDUCE, Opcode.BROADCAST):
-        body = (inst,)
-    else:
-        return None
-    reduces = [i for i in body if i.opcode is Opcode.REDUCE]
-    if any(i.opcode in _NOT_ROW_WISE for i in body):
-        return None
-    if not reduces:
-        return (Member(inst, "full" if shape.rank == 2 else "row"), None)
-    kb = KernelBuilder(gen, comp, inst, [], [])
-    red = kb.root if kb.root.opcode is Opcode.REDUCE else _epilogue_reduce(kb)
-    if red is None or len(reduces) != 1 or len(red.operands) != 2 or tuple(red.attr("dimensions")) != (1,):
-        return None
-    src = kb.shape_of(red.operands[0])
-    if not isinstance(src, Shape) or src.rank != 2 or not _row_major(src) or shape.rank != 1:
-        return None
-    return (Member(inst, "reduce", red), (src.dims[0], src.dims[1]))
-
-
 def row_groups(gen, comp: HloComputation) -> list[list[Member]]:
-    """Maximal runs of consecutive instructions that form a row program worth one kernel: it starts at a
-    row reduction, every member has the same ``[R, K]`` (or ``[R]``), it holds two reductions or a
-    reduction and an ``[R, K]`` result, and the rows it keeps fit in ``MAX_SHARED_BYTES``."""
-    users = comp.users()
-    groups: list[list[Member]] = []
-    current: list[Member] = []
-    rk: tuple[int, int] | None = None
-
-    def close():
-        group = list(current)
-        while group and _shared_rows(group, users) * rk[1] * 4 > MAX_SHARED_BYTES:
-            group.pop()  # the kept rows do not fit: stop the program earlier
-        if len(group) >= 2 and (sum(m.kind == "reduce" for m in group) >= 2 or any(m.kind == "full" for m in group)):
-            groups.append(group)
-        current.clear()
-
-    def start(c) -> None:
-        nonlocal rk
-        if c is not None and c[0].kind == "reduce" and MIN_K <= c[1][1] <= MAX_K:
-            rk = c[1]
-            current.append(c[0])
-
+    """The row programs of ``comp`` as the ``RowPrograms`` pass annotated them (``row_program=``), each
+    with its members in schedule order."""
+    groups: dict[int, list[Member]] = {}
     for inst in comp.instructions:
-        if inst.opcode in (Opcode.PARAMETER, Opcode.CONSTANT):
-            continue  # not scheduled work: they do not break a run
-        c = classify(gen, comp, inst)
-        if not current:
-            start(c)
+        rp = inst.attr(ROW_PROGRAM)
+        if rp is None:
             continue
-        fits = c is not None and ((c[1] == rk) if c[0].kind == "reduce"
-                                  else c[0].inst.shape.dims in ((rk[0], rk[1]), (rk[0],)))
-        if fits:
-            current.append(c[0])
-        else:
-            close()
-            start(c)
-    if current:
-        close()
-    return groups
-
-
-def _shared_rows(group: list[Member], users) -> int:
-    names = {m.inst.name for m in group}
-    return sum(1 for m in group if m.kind == "full" and _used_later(m, users, names))
+        body = gen.module.computation(inst.attr("calls").name) if inst.opcode is Opcode.FUSION else comp
+        reduce = body[rp.reduce] if rp.reduce is not None else None
+        groups.setdefault(rp.group, []).append(Member(inst, rp.role.value, reduce))
+    return list(groups.values())
 
 
 def _used_later(member: Member, users, names) -> bool:
@@ -132,8 +58,8 @@ def emit_row_group(cem, group: list[Member]) -> Launch:
     gen, comp = cem.gen, cem.comp
     names = {m.inst.name for m in group}
     users = comp.users()
-    r, k = (gen.module.computation(group[0].inst.attr("calls").name)[group[0].reduce.operands[0]].shape.dims
-            if group[0].inst.opcode is Opcode.FUSION else comp[group[0].reduce.operands[0]].shape.dims)
+    program = group[0].inst.attr(ROW_PROGRAM)
+    r, k = program.rows, program.cols
     threads = 1024 if k >= 4096 else (512 if k >= 1024 else 256)
     kb = KernelBuilder(gen, comp, group[-1].inst, [], [])
     body = IndentedBuffer()

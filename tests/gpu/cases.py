@@ -7,7 +7,7 @@ dots (f32, batched f16, transposed operand), softmax and layer norm, while and
 conditional, sort and scatter, f16/bf16/integer element types, and depthwise
 convolutions (bias + relu6 epilogue, stride 2, multiplier 2, f16, NCHW with
 rhs dilation and reversal, 1-D f64). They run
-through ``backends.cpu.pipeline.optimize`` first, so they test fusions.
+through ``backends.cuda.pipeline.optimize`` first, so they test fusions.
 
 ``corpus()`` reads ``tests/gpu/corpus.npz`` (written by ``python -m
 tests.gpu.snapshot`` where TensorFlow is installed): the XLA-dumped test corpus

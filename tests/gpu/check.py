@@ -97,7 +97,7 @@ def correctness(rep: Report):
     """Every hand-written module and corpus case, compiled (nvcc on all cores) and run on the GPU."""
     import hlo
     import backends.cuda as cuda
-    from backends.cpu.pipeline import optimize
+    from backends.cuda.pipeline import optimize
     from tests.gpu.cases import MODULES, compare, corpus, random_args
 
     cache = os.environ.get("TFXLA_CACHE_DIR")
@@ -164,7 +164,7 @@ def launcher_stage(rep: Report):
     ctypes (``tfxla_init``, then ``tfxla_run`` on NumPy buffers, as the op calls them; no TensorFlow, no
     PyCUDA) and compared with the evaluator. With --emulate: the same host code on the host emulator."""
     import hlo
-    from backends.cpu.pipeline import optimize
+    from backends.cuda.pipeline import optimize
     from backends.cpu.runtime import Kernel
     from backends.cuda.codegen import generate
     from backends.cuda.host_emulator import compile_emulated_launcher
