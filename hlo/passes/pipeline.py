@@ -12,7 +12,8 @@ from hlo.verifier import verify
 
 
 class HloPass(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...  # read-only: passes are frozen dataclasses
 
     def run(self, module: HloModule) -> HloModule: ...
 

@@ -35,7 +35,7 @@ class OptimizeOptions:
 
 def standard_passes(fusion: bool = True) -> list[HloPass]:
     """The passes every backend runs first, in order."""
-    passes: list = [  # (the passes' frozen names do not match HloPass's settable one for mypy)
+    passes: list[HloPass] = [
         FixedPoint([AlgebraicSimplifier(), ConstantFolding(), DeadCodeElimination(),
                     CommonSubexpressionElimination()], max_rounds=8, name="simplify"),
     ]
