@@ -19,7 +19,7 @@ from backends.codegen.layout import linear_index
 from backends.cpu.dialect import C
 from hlo.annotations import COLUMN_REDUCE
 from hlo.ir import HloInstruction
-from hlo.shapes import Layout
+from hlo.shapes import Layout, Shape
 
 
 def column_reduce(em: ElementalEmitter, root: HloInstruction, out, buf, names) -> bool:
@@ -27,9 +27,11 @@ def column_reduce(em: ElementalEmitter, root: HloInstruction, out, buf, names) -
     ``column_reduce=true`` (``column_reductions.py``) and ``out`` is row-major; False otherwise."""
     if root.attr(COLUMN_REDUCE) is not True or out.shape.layout not in (None, Layout.default(out.shape.rank)):
         return False
-    src = em.comp[root.operands[0]].shape
+    src, shape = em.comp[root.operands[0]].shape, root.shape
+    if not isinstance(src, Shape) or not isinstance(shape, Shape):  # (the verifier's check of the annotation)
+        return False
     dims = sorted(root.attr("dimensions"))
-    dtype = root.shape.dtype
+    dtype = shape.dtype
     kept = src.dims[len(dims):]
     rvars = [names.fresh("r") for _ in dims]
     jvars = [names.fresh("j") for _ in kept]
