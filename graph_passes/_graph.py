@@ -11,6 +11,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Sequence
 
+from hlo.errors import first_duplicate
 from hlo.lowering.tensor_names import parse_input
 
 
@@ -31,8 +32,7 @@ class GraphIndex:
         self.nodes = list(nodes)
         self.by_name = {n.name: n for n in self.nodes}
         if len(self.by_name) != len(self.nodes):
-            seen: set[str] = set()
-            dup = next(n.name for n in self.nodes if n.name in seen or seen.add(n.name))
+            dup = first_duplicate(n.name for n in self.nodes)
             raise ValueError(f"the graph defines node '{dup}' more than once")
         self.position = {n.name: i for i, n in enumerate(self.nodes)}
         self.data_in: dict[str, list[Edge]] = {n.name: [] for n in self.nodes}

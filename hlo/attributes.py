@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
+from hlo.errors import first_duplicate
 from hlo.shapes import ShapeLike
 
 
@@ -216,8 +217,7 @@ class Attrs(Mapping[str, Any]):
         self._items = pairs
         self._dict = dict(pairs)
         if len(self._dict) != len(pairs):
-            seen = set()
-            dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+            dup = first_duplicate(k for k, _ in pairs)
             raise ValueError(f"duplicate attribute {dup!r}")
 
     def __getitem__(self, key: str) -> Any:

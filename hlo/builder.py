@@ -18,6 +18,7 @@ given (needed for reshape, broadcast, convert, iota, ...). Names are
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -93,7 +94,7 @@ class ComputationBuilder:
             return tuple(value)
         return value
 
-    def __getattr__(self, attr: str):
+    def __getattr__(self, attr: str) -> Callable[..., Value]:
         try:
             opcode = Opcode.from_text(attr.rstrip("_").replace("_", "-"))
         except ValueError:

@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Iterable
+
+
+def first_duplicate(names: Iterable[str]) -> str | None:
+    """The first name that occurs a second time (for "defined more than once" errors), or None."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
 
 class HloError(Exception):
     """Base class of HLO errors."""

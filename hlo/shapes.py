@@ -149,6 +149,20 @@ class TupleShape:
 ShapeLike = Union[Shape, TupleShape]
 
 
+def array_shape(shape: ShapeLike) -> Shape:
+    """``shape`` where it must be an array (an instruction or value that cannot be a tuple)."""
+    if not isinstance(shape, Shape):
+        raise TypeError(f"expected an array shape, got the tuple {shape}")
+    return shape
+
+
+def tuple_shape(shape: ShapeLike) -> TupleShape:
+    """``shape`` where it must be a tuple (a while's state, a computation returning several values)."""
+    if not isinstance(shape, TupleShape):
+        raise TypeError(f"expected a tuple shape, got {shape}")
+    return shape
+
+
 def join_indexed(items) -> str:
     """Join with ", " and mark every fifth item with ``/*index=N*/``, as XLA's printer does."""
     return ", ".join(f"/*index={i}*/{t}" if i and i % 5 == 0 else t for i, t in enumerate(items))

@@ -23,6 +23,7 @@ import numpy as np
 from hlo.attributes import OpMetadata
 from hlo.builder import ComputationBuilder, Value, module_of
 from hlo.dtypes import PrimitiveType
+from hlo.errors import first_duplicate
 from hlo.evaluator import evaluate
 from hlo.ir import HloComputation, HloModule
 from hlo.lowering import tf_types
@@ -32,7 +33,7 @@ from hlo.lowering.registry import can_lower, rule_for
 from hlo.lowering.tensor_names import canonical, data_inputs, parse_input, parse_tensor
 from hlo.lowering.tensor_names import tensor as tensor_name
 from hlo.opcodes import Group, Opcode
-from hlo.shapes import Shape, scalar
+from hlo.shapes import Shape, array_shape, scalar
 from hlo.verifier import verify
 
 _NOT_CONSTANT_OPCODES = Group.RANDOM | {Opcode.PARAMETER, Opcode.CUSTOM_CALL}
@@ -62,8 +63,7 @@ class GraphLowering:
                  library=None, shared: dict | None = None):
         self.nodes = {n.name: n for n in nodes}
         if len(self.nodes) != len(nodes):
-            seen: set[str] = set()
-            dup = next(n.name for n in nodes if n.name in seen or seen.add(n.name))
+            dup = first_duplicate(n.name for n in nodes)
             raise LoweringError(f"the graph defines node '{dup}' more than once")
         self.builder = ComputationBuilder(_hlo_name(name))
         self.sources = dict(sources or {})
@@ -139,10 +139,11 @@ class GraphLowering:
             if key not in self.values:
                 raise LoweringError(f"input '{inp}' is not produced by the graph", node.name, node.op, source)
             inputs.append(self.values[key])
-        verdict = can_lower(node, [tf_types.to_tf(v.shape.dtype) for v in inputs if v.shape.dtype in
-                                   _TF_TYPES])
+        dtypes = [array_shape(v.shape).dtype for v in inputs]
+        verdict = can_lower(node, [tf_types.to_tf(t) for t in dtypes if t in _TF_TYPES])
         if not verdict:
             raise UnsupportedOpError(f"cannot compile: {verdict.reason}", node.name, node.op, verdict.dtype, source)
+        assert rule is not None  # can_lower refuses an op without a rule
         b = self.builder
         b.name_hint = _hlo_name(node.name.rsplit("/", 1)[-1])
         b.metadata = OpMetadata.make(node.op, node.name, *(source or (None, None)))
@@ -160,7 +161,7 @@ class GraphLowering:
         for inst in b.instructions[start:]:
             self._constant[inst.name] = inst.opcode not in _NOT_CONSTANT_OPCODES and all(
                 self._constant.get(o, False) for o in inst.operands)
-        outputs = list(result) if isinstance(result, (list, tuple)) else [result]
+        outputs = [result] if isinstance(result, Value) else list(result)
         for i, value in enumerate(outputs):
             self.values.setdefault(tensor_name(node.name, i), value)  # an output that is a cluster input stays one
 

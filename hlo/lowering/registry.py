@@ -1,11 +1,12 @@
 """The lowering registry: one rule per TF op type, and the "can this node be lowered?" question.
 
     @register_lowering("Relu", dtypes=NUMERIC)
-    def relu(ctx):
-        x, = ctx.inputs
-        return ctx.max(x, ctx.zeros_like(x))
+    def relu(ctx: LoweringContext) -> Value:
+        (x,) = ctx.inputs
+        return ctx.b.maximum(x, ctx.full(0, x))
 
-A rule declares the dtypes it supports (checked on its type attributes,
+A rule is a ``Rule``: it receives the typed ``LoweringContext`` (hlo/lowering/context.py) and
+returns its node's output, or one value per output. It declares the dtypes it supports (checked on its type attributes,
 ``T`` by default) and which inputs must be compile-time constants. Clustering
 asks ``can_lower`` so that it and the lowering cannot drift apart.
 """
@@ -15,14 +16,18 @@ from __future__ import annotations
 import threading
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 from hlo.dtypes import PrimitiveType
 from hlo.lowering import tf_types
 from hlo.lowering.tensor_names import data_inputs
 
 if TYPE_CHECKING:
-    from hlo.lowering.context import LoweringContext
+    from hlo.lowering.context import LoweringContext, NodeDefLike, RuleResult
+
+# A lowering rule: the node's context in, its output value(s) out.
+Rule = Callable[["LoweringContext"], "RuleResult"]
+_R = TypeVar("_R", bound=Rule)
 
 # Op types that are never compiled, with the reason clustering reports.
 NEVER_COMPILED: dict[str, str] = {
@@ -46,7 +51,7 @@ NEVER_COMPILED: dict[str, str] = {
 @dataclass(frozen=True)
 class LoweringRule:
     op_type: str
-    fn: Callable[["LoweringContext"], object]
+    fn: Rule
     dtypes: frozenset[PrimitiveType] | None
     type_attrs: tuple[str, ...]
     const_inputs: tuple[int, ...]
@@ -56,14 +61,15 @@ LOWERINGS: dict[str, LoweringRule] = {}
 
 
 def register_lowering(*op_types: str, dtypes: frozenset[PrimitiveType] | None = None,
-                      type_attrs: Sequence[str] = ("T",), const_inputs: Sequence[int] = ()):
+                      type_attrs: Sequence[str] = ("T",),
+                      const_inputs: Sequence[int] = ()) -> Callable[[_R], _R]:
     """Register ``fn`` as the lowering of each op type.
 
     ``dtypes``: element types accepted for every attribute in ``type_attrs`` (None: any the rule handles).
     ``const_inputs``: indices of inputs whose values must be known at compile time (negative: counted
     from the last data input, as for ConcatV2's trailing axis).
     """
-    def register(fn):
+    def register(fn: _R) -> _R:
         for op in op_types:
             if op in LOWERINGS:
                 raise ValueError(f"duplicate lowering for {op}")
@@ -88,7 +94,7 @@ def rule_for(op_type: str) -> LoweringRule | None:
     return LOWERINGS.get(op_type)
 
 
-def can_lower(node, input_dtypes: Sequence[int] | None = None,
+def can_lower(node: NodeDefLike, input_dtypes: Sequence[int] | None = None,
               is_constant: Callable[[int], bool] | None = None) -> Verdict:
     """Whether ``node`` (a NodeDef) can be lowered, with the reason when it cannot.
 

@@ -32,10 +32,11 @@ import numpy as np
 
 from hlo.builder import ComputationBuilder, Value
 from hlo.ir import HloComputation
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.errors import LoweringError, UnsupportedOpError
 from hlo.lowering.graph import GraphLowering, _hlo_name
 from hlo.lowering.tensor_names import data_inputs, parse_tensor
-from hlo.shapes import ShapeLike, TupleShape
+from hlo.shapes import ShapeLike, TupleShape, array_shape
 
 SOURCE_SEP = "::"  # python_sources keys the nodes of function f as f"{f}::{node}"
 MATERIALIZE_LIMIT = 1024  # elements of a constant argument rebuilt inside a branch or loop computation
@@ -66,7 +67,7 @@ class FunctionBody:
         return out
 
 
-def function_body(ctx, name: str) -> FunctionBody:
+def function_body(ctx: LoweringContext, name: str) -> FunctionBody:
     """The body of library function ``name``, converted once per module."""
     lowering = ctx._lowering
     bodies = lowering.shared.setdefault("function_bodies", {})
@@ -139,24 +140,24 @@ def _is_stateful(op_type: str) -> bool:
     return op_def is None or op_def.is_stateful
 
 
-def check_arity(ctx, body: FunctionBody, role: str, n_args: int, n_rets: int | None) -> None:
+def check_arity(ctx: LoweringContext, body: FunctionBody, role: str, n_args: int, n_rets: int | None) -> None:
     if len(body.args) != n_args or (n_rets is not None and len(body.rets) != n_rets):
         want = f"{n_args} arguments" + (f" and {n_rets} results" if n_rets is not None else "")
         raise ctx.error(f"{role} function '{body.name}' takes {len(body.args)} arguments and returns "
                         f"{len(body.rets)} results, but the node needs {want}")
 
 
-def small_constants(ctx, indices: Sequence[int]) -> dict[int, np.ndarray]:
+def small_constants(ctx: LoweringContext, indices: Sequence[int]) -> dict[int, np.ndarray]:
     """Values of those inputs ``indices`` that are compile-time constants of at most MATERIALIZE_LIMIT elements."""
     out = {}
     for i in indices:
         v = ctx.inputs[i]
-        if ctx._lowering.is_constant(v) and v.shape.num_elements <= MATERIALIZE_LIMIT:
+        if ctx._lowering.is_constant(v) and ctx.shape(v).num_elements <= MATERIALIZE_LIMIT:
             out[i] = ctx.const_input(i)
     return out
 
 
-def _unique_name(ctx, base: str) -> str:
+def _unique_name(ctx: LoweringContext, base: str) -> str:
     used = ctx._lowering.shared.setdefault("computation_names", {ctx._lowering.builder.name})
     helpers = {c.name for c in ctx._lowering.shared["computations"].values()}
     name, n = _hlo_name(base), 0
@@ -167,7 +168,7 @@ def _unique_name(ctx, base: str) -> str:
     return name
 
 
-def body_computation(ctx, body: FunctionBody, arg_shapes: Sequence[ShapeLike], role: str,
+def body_computation(ctx: LoweringContext, body: FunctionBody, arg_shapes: Sequence[ShapeLike], role: str,
                      constants: dict[int, np.ndarray] | None = None,
                      finish: Callable[[ComputationBuilder, list[Value]], Value] | None = None) -> HloComputation:
     """``body`` as a computation ``(tuple of arg_shapes) -> tuple of results`` (or ``finish(builder, results)``).
@@ -188,7 +189,7 @@ def body_computation(ctx, body: FunctionBody, arg_shapes: Sequence[ShapeLike], r
     for i, shape in enumerate(arg_shapes):
         cb.name_hint = _hlo_name(body.arg_names[i])
         if i in constants:
-            fl.bind(i, cb.constant(constants[i], shape.dtype), constant=True)
+            fl.bind(i, cb.constant(constants[i], array_shape(shape).dtype), constant=True)
         else:
             fl.bind(i, cb.get_tuple_element(param, index=i))
     cb.name_hint, cb.metadata = None, None
@@ -201,7 +202,7 @@ def body_computation(ctx, body: FunctionBody, arg_shapes: Sequence[ShapeLike], r
     return comp
 
 
-def inline_body(ctx, body: FunctionBody, operands: Sequence[Value]) -> list[Value]:
+def inline_body(ctx: LoweringContext, body: FunctionBody, operands: Sequence[Value]) -> list[Value]:
     """The results of ``body`` applied to ``operands``, built into the caller's computation."""
     fl = FunctionLowering(ctx._lowering, body, ctx.b.name, inline=True)
     for i, v in enumerate(operands):

@@ -15,6 +15,7 @@ import numpy as np
 
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
+from hlo.lowering.context import LoweringContext
 from hlo.opcodes import Opcode
 
 _NARROW_FLOATS = frozenset({P.F16, P.BF16})
@@ -26,7 +27,7 @@ def accumulation_type(dtype: P) -> P:
     return P.F32 if dtype in _NARROW_FLOATS else dtype
 
 
-def reduction_axes(ctx, axes: Sequence[int], rank: int) -> tuple[int, ...]:
+def reduction_axes(ctx: LoweringContext, axes: Sequence[int], rank: int) -> tuple[int, ...]:
     """TF's reduction-axis check: each in ``[-rank, rank)``, no dimension twice; returned sorted."""
     out: list[int] = []
     for a in axes:
@@ -39,7 +40,7 @@ def reduction_axes(ctx, axes: Sequence[int], rank: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def keep_dims(ctx, v: Value, in_dims: Sequence[int], axes: Sequence[int]) -> Value:
+def keep_dims(ctx: LoweringContext, v: Value, in_dims: Sequence[int], axes: Sequence[int]) -> Value:
     """``v`` (``in_dims`` with ``axes`` removed) reshaped to ``in_dims`` with size 1 at ``axes``."""
     return ctx.reshape(v, [1 if i in axes else d for i, d in enumerate(in_dims)])
 
@@ -71,24 +72,24 @@ def finite_highest(dtype: P):
     return ml_dtypes.finfo(dtype.numpy).max if dtype.is_float else highest(dtype)
 
 
-def reduce(ctx, x: Value, axes: Sequence[int], opcode: Opcode, init, acc: P | None = None) -> Value:
+def reduce(ctx: LoweringContext, x: Value, axes: Sequence[int], opcode: Opcode, init, acc: P | None = None) -> Value:
     """Reduce ``x`` over ``axes`` in element type ``acc`` (default: ``accumulation_type``), then
     convert back to ``x``'s type."""
-    dtype = x.shape.dtype
+    dtype = ctx.dtype(x)
     acc = acc or accumulation_type(dtype)
     out = ctx.reduce(ctx.convert(x, acc), axes, opcode, init)
     return ctx.convert(out, dtype)
 
 
-def sum_(ctx, x: Value, axes: Sequence[int]) -> Value:
+def sum_(ctx: LoweringContext, x: Value, axes: Sequence[int]) -> Value:
     return reduce(ctx, x, axes, Opcode.ADD, 0)
 
 
-def max_(ctx, x: Value, axes: Sequence[int]) -> Value:
-    return ctx.reduce(x, axes, Opcode.MAXIMUM, lowest(x.shape.dtype))
+def max_(ctx: LoweringContext, x: Value, axes: Sequence[int]) -> Value:
+    return ctx.reduce(x, axes, Opcode.MAXIMUM, lowest(ctx.dtype(x)))
 
 
-def broadcast_back(ctx, v: Value, dims: Sequence[int], axes: Sequence[int]) -> Value:
+def broadcast_back(ctx: LoweringContext, v: Value, dims: Sequence[int], axes: Sequence[int]) -> Value:
     """Broadcast ``v`` (``dims`` with ``axes`` reduced away) back to ``dims``."""
     kept = [i for i in range(len(dims)) if i not in axes]
     return ctx.broadcast_in_dim(v, dims, kept)

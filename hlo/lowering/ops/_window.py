@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from hlo.attributes import WindowDim
+from hlo.lowering.context import LoweringContext
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,9 @@ class Layout:
         return len(self.spatial) + 2
 
 
-def layout(ctx, rank: int) -> Layout:
+def layout(ctx: LoweringContext, rank: int) -> Layout:
     """The layout named by the node's ``data_format`` for a tensor of ``rank`` (NHWC/NDHWC by default)."""
-    fmt = ctx.attr("data_format", None)
+    fmt = ctx.attr_str("data_format") if ctx.has_attr("data_format") else None
     n = rank - 2
     if fmt is None or fmt in ("NHWC", "NDHWC") and len(fmt) == rank:
         return Layout(0, rank - 1, tuple(range(1, rank - 1)))
@@ -41,7 +42,7 @@ def layout(ctx, rank: int) -> Layout:
     raise ctx.error(f"data_format {fmt!r} is not supported for a rank-{rank} input with {n} spatial dim(s)")
 
 
-def per_dim(ctx, name: str, values: Sequence[int] | None, rank: int, default: int = 1) -> tuple[int, ...]:
+def per_dim(ctx: LoweringContext, name: str, values: Sequence[int] | None, rank: int, default: int = 1) -> tuple[int, ...]:
     """An attribute with one entry per dim (strides, dilations, ksize), checked for length and sign."""
     if values is None or len(values) == 0:
         return (default,) * rank
@@ -53,7 +54,7 @@ def per_dim(ctx, name: str, values: Sequence[int] | None, rank: int, default: in
     return values
 
 
-def paddings(ctx, sizes: Sequence[int], ksizes: Sequence[int], strides: Sequence[int],
+def paddings(ctx: LoweringContext, sizes: Sequence[int], ksizes: Sequence[int], strides: Sequence[int],
              dilations: Sequence[int] | None = None, dims: Sequence[int] | None = None) -> list[tuple[int, int]]:
     """(before, after) padding of each dim in ``dims`` (default: all), from the ``padding`` attribute.
 
@@ -63,10 +64,10 @@ def paddings(ctx, sizes: Sequence[int], ksizes: Sequence[int], strides: Sequence
     """
     dilations = dilations or [1] * len(sizes)
     dims = list(dims) if dims is not None else list(range(len(sizes)))
-    mode = ctx.attr("padding")
+    mode = ctx.attr_str("padding")
     explicit = None
     if mode == "EXPLICIT":
-        flat = [int(v) for v in ctx.attr("explicit_paddings", ())]
+        flat = list(ctx.attr_ints("explicit_paddings", ()))
         if len(flat) % 2 or len(flat) // 2 <= max(dims, default=0):
             raise ctx.error(f"explicit_paddings {flat} does not have two entries per dimension")
         if any(v < 0 for v in flat):

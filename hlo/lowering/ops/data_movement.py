@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlo.builder import Value
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._shape_util import concat, const_axis, normalize_axes, pad, reverse, slice_axis, slice_dims
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL
 
 
-def _concat_values(ctx, values, axis_input: int):
+def _concat_values(ctx: LoweringContext, values, axis_input: int):
     rank = len(ctx.dims(values[0]))
     axis = const_axis(ctx, axis_input, rank)
     for v in values[1:]:
@@ -26,19 +28,19 @@ def _concat_values(ctx, values, axis_input: int):
 
 
 @register_lowering("ConcatV2", dtypes=ALL, const_inputs=(-1,))
-def concat_v2(ctx):
+def concat_v2(ctx: LoweringContext) -> Value:
     return _concat_values(ctx, ctx.inputs[:-1], len(ctx.inputs) - 1)
 
 
 @register_lowering("Concat", dtypes=ALL, const_inputs=(0,))
-def concat_v1(ctx):
+def concat_v1(ctx: LoweringContext) -> Value:
     return _concat_values(ctx, ctx.inputs[1:], 0)
 
 
 @register_lowering("Pack", dtypes=ALL)
-def pack(ctx):
+def pack(ctx: LoweringContext) -> Value:
     dims = list(ctx.dims(ctx.inputs[0]))
-    axis = ctx.normalize_axis(ctx.attr("axis", 0), len(dims) + 1)
+    axis = ctx.normalize_axis(ctx.attr_int("axis", 0), len(dims) + 1)
     for v in ctx.inputs[1:]:
         if list(ctx.dims(v)) != dims:
             raise ctx.error(f"shapes of all inputs must match: {dims} vs. {list(ctx.dims(v))}")
@@ -47,17 +49,17 @@ def pack(ctx):
 
 
 @register_lowering("Unpack", dtypes=ALL)
-def unpack(ctx):
+def unpack(ctx: LoweringContext) -> list[Value]:
     x = ctx.inputs[0]
     dims = list(ctx.dims(x))
-    axis = ctx.normalize_axis(ctx.attr("axis", 0), len(dims))
-    if ctx.attr("num") != dims[axis]:
-        raise ctx.error(f"input dimension {axis} has size {dims[axis]}, but num={ctx.attr('num')}")
+    axis = ctx.normalize_axis(ctx.attr_int("axis", 0), len(dims))
+    if ctx.attr_int("num") != dims[axis]:
+        raise ctx.error(f"input dimension {axis} has size {dims[axis]}, but num={ctx.attr_int('num')}")
     rest = dims[:axis] + dims[axis + 1:]
     return [ctx.reshape(slice_axis(ctx, x, axis, i, i + 1), rest) for i in range(dims[axis])]
 
 
-def _split_at(ctx, x, axis: int, sizes: list[int]):
+def _split_at(ctx: LoweringContext, x, axis: int, sizes: list[int]):
     out, start = [], 0
     for n in sizes:
         out.append(slice_axis(ctx, x, axis, start, start + n))
@@ -66,11 +68,11 @@ def _split_at(ctx, x, axis: int, sizes: list[int]):
 
 
 @register_lowering("Split", dtypes=ALL, const_inputs=(0,))
-def split(ctx):
+def split(ctx: LoweringContext) -> Value:
     x = ctx.inputs[1]
     dims = ctx.dims(x)
     axis = const_axis(ctx, 0, len(dims), "split_dim")
-    num = ctx.attr("num_split")
+    num = ctx.attr_int("num_split")
     if dims[axis] % num:
         raise ctx.error(f"number of ways to split should evenly divide the split dimension, "
                         f"but got split_dim {axis} (size = {dims[axis]}) and num_split {num}")
@@ -78,13 +80,13 @@ def split(ctx):
 
 
 @register_lowering("SplitV", dtypes=ALL, const_inputs=(1, 2))
-def split_v(ctx):
+def split_v(ctx: LoweringContext) -> Value:
     x = ctx.inputs[0]
     dims = ctx.dims(x)
     axis = const_axis(ctx, 2, len(dims), "split_dim")
     sizes = ctx.const_ints(1)
-    if len(sizes) != ctx.attr("num_split"):
-        raise ctx.error(f"size_splits has {len(sizes)} entries but num_split={ctx.attr('num_split')}")
+    if len(sizes) != ctx.attr_int("num_split"):
+        raise ctx.error(f"size_splits has {len(sizes)} entries but num_split={ctx.attr_int('num_split')}")
     unknown = [i for i, s in enumerate(sizes) if s == -1]
     if len(unknown) > 1 or any(s < -1 for s in sizes):
         raise ctx.error(f"size_splits {sizes}: at most one -1 and no other negative size")
@@ -98,7 +100,7 @@ def split_v(ctx):
 
 
 @register_lowering("Slice", dtypes=ALL, const_inputs=(1, 2))
-def slice_(ctx):
+def slice_(ctx: LoweringContext) -> Value:
     x = ctx.inputs[0]
     dims = ctx.dims(x)
     begin, size = ctx.const_ints(1), ctx.const_ints(2)
@@ -113,7 +115,7 @@ def slice_(ctx):
     return slice_dims(ctx, x, begin, limits)
 
 
-def _paddings(ctx, rank: int, i: int = 1) -> np.ndarray:
+def _paddings(ctx: LoweringContext, rank: int, i: int = 1) -> np.ndarray:
     pads = np.asarray(ctx.const_input(i)).astype(np.int64)
     if pads.shape != (rank, 2):
         raise ctx.error(f"paddings must have shape [{rank}, 2], got {list(pads.shape)}")
@@ -123,20 +125,20 @@ def _paddings(ctx, rank: int, i: int = 1) -> np.ndarray:
 
 
 @register_lowering("Pad", dtypes=ALL, const_inputs=(1,))
-def pad_(ctx):
+def pad_(ctx: LoweringContext) -> Value:
     x = ctx.inputs[0]
     pads = _paddings(ctx, len(ctx.dims(x)))
     zero = ctx.scalar(0, ctx.dtype(x))
-    return pad(ctx, x, zero, pads[:, 0], pads[:, 1])
+    return pad(ctx, x, zero, pads[:, 0].tolist(), pads[:, 1].tolist())
 
 
 @register_lowering("PadV2", dtypes=ALL, const_inputs=(1,))
-def pad_v2(ctx):
+def pad_v2(ctx: LoweringContext) -> Value:
     x, _, value = ctx.inputs
     if ctx.dims(value):
         raise ctx.error(f"constant_values must be a scalar, got dims {list(ctx.dims(value))}")
     pads = _paddings(ctx, len(ctx.dims(x)))
-    return pad(ctx, x, value, pads[:, 0], pads[:, 1])
+    return pad(ctx, x, value, pads[:, 0].tolist(), pads[:, 1].tolist())
 
 
 # MirrorPad: how far the mirrored block starts from the edge (REFLECT skips the edge element).
@@ -144,10 +146,10 @@ _MIRROR_OFFSET = {"REFLECT": 1, "SYMMETRIC": 0}
 
 
 @register_lowering("MirrorPad", dtypes=ALL, const_inputs=(1,))
-def mirror_pad(ctx):
+def mirror_pad(ctx: LoweringContext) -> Value:
     x = ctx.inputs[0]
     dims = ctx.dims(x)
-    mode = ctx.attr("mode")
+    mode = ctx.attr_str("mode")
     if mode not in _MIRROR_OFFSET:
         raise ctx.error(f"mode must be REFLECT or SYMMETRIC, got {mode!r}")
     off = _MIRROR_OFFSET[mode]
@@ -165,6 +167,6 @@ def mirror_pad(ctx):
 
 
 @register_lowering("ReverseV2", dtypes=ALL, const_inputs=(1,))
-def reverse_v2(ctx):
+def reverse_v2(ctx: LoweringContext) -> Value:
     x = ctx.inputs[0]
     return reverse(ctx, x, normalize_axes(ctx, ctx.const_ints(1), len(ctx.dims(x))))

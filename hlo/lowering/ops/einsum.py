@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._shape_util import iota
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import FLOATS
@@ -23,7 +24,7 @@ P = PrimitiveType
 ELLIPSIS = "..."
 
 
-def _parse_term(ctx, term: str) -> list[str]:
+def _parse_term(ctx: LoweringContext, term: str) -> list[str]:
     """``"a...b"`` -> ``["a", "...", "b"]``."""
     if term.count(ELLIPSIS) > 1 or term.replace(ELLIPSIS, "").count("."):
         raise ctx.error(f"subscripts {term!r} hold more than one ellipsis or a stray '.'")
@@ -40,7 +41,7 @@ def _parse_term(ctx, term: str) -> list[str]:
     return out
 
 
-def _expand(ctx, terms: list[list[str]], ranks: list[int]) -> tuple[list[list[str]], int]:
+def _expand(ctx: LoweringContext, terms: list[list[str]], ranks: list[int]) -> tuple[list[list[str]], int]:
     """Replace ``...`` with labels ``.0``, ``.1``, ... aligned from the right; returns the ellipsis rank."""
     widths = []
     for term, rank in zip(terms, ranks):
@@ -59,7 +60,7 @@ def _expand(ctx, terms: list[list[str]], ranks: list[int]) -> tuple[list[list[st
     return out, full
 
 
-def _label_sizes(ctx, labels: list[list[str]]) -> dict[str, int]:
+def _label_sizes(ctx: LoweringContext, labels: list[list[str]]) -> dict[str, int]:
     """Each label's size; named labels must agree, ellipsis labels broadcast (1 stretches)."""
     seen: dict[str, set[int]] = {}
     for v, ls in zip(ctx.inputs, labels):
@@ -75,7 +76,7 @@ def _label_sizes(ctx, labels: list[list[str]]) -> dict[str, int]:
     return sizes
 
 
-def _diagonal(ctx, x: Value, labels: list[str]) -> tuple[Value, list[str]]:
+def _diagonal(ctx: LoweringContext, x: Value, labels: list[str]) -> tuple[Value, list[str]]:
     """Take the diagonal of every repeated label: keep entries where the copies agree, sum one copy away."""
     while len(set(labels)) != len(labels):
         q = next(i for i, l in enumerate(labels) if l in labels[:i])
@@ -87,14 +88,14 @@ def _diagonal(ctx, x: Value, labels: list[str]) -> tuple[Value, list[str]]:
     return x, labels
 
 
-def _sum_away(ctx, x: Value, labels: list[str], keep: set[str]) -> tuple[Value, list[str]]:
+def _sum_away(ctx: LoweringContext, x: Value, labels: list[str], keep: set[str]) -> tuple[Value, list[str]]:
     drop = [i for i, l in enumerate(labels) if l not in keep]
     if drop:
         x = ctx.reduce(x, drop, Opcode.ADD, 0)
     return x, [l for l in labels if l in keep]
 
 
-def _place_diagonals(ctx, x: Value, labels: list[str], out: list[str]) -> Value:
+def _place_diagonals(ctx: LoweringContext, x: Value, labels: list[str], out: list[str]) -> Value:
     """``x`` has the unique labels of ``out`` in first-occurrence order; give repeated labels their copies,
     zero off the diagonal."""
     dims = dict(zip(labels, ctx.dims(x)))
@@ -109,8 +110,8 @@ def _place_diagonals(ctx, x: Value, labels: list[str], out: list[str]) -> Value:
 
 
 @register_lowering("Einsum", dtypes=FLOATS | {P.S32, P.S64})
-def einsum(ctx):
-    equation = ctx.attr("equation")
+def einsum(ctx: LoweringContext) -> Value:
+    equation = ctx.attr_str("equation")
     if equation.count("->") != 1:
         raise ctx.error(f"expecting exactly one '->' in einsum equation: {equation}")
     lhs, rhs = equation.split("->")
@@ -149,7 +150,7 @@ def einsum(ctx):
     return x
 
 
-def _dot(ctx, values, out: set[str]) -> tuple[Value, list[str]]:
+def _dot(ctx: LoweringContext, values, out: set[str]) -> tuple[Value, list[str]]:
     (a, la), (b, lb) = values
     batch = [l for l in la if l in lb and l in out]
     contract = [l for l in la if l in lb and l not in out]

@@ -19,7 +19,9 @@ Semantics are TF CPU's, checked eagerly:
 
 from __future__ import annotations
 
+from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._elementwise_util import BOOL, trunc, zero_where
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL, FLOATS, INTS, NUMERIC, SIGNED_INTS
@@ -47,7 +49,7 @@ _DIRECT = {
 
 
 def _direct(opcode: Opcode):
-    def lower(ctx):
+    def lower(ctx: LoweringContext):
         x, y = ctx.inputs
         return ctx.binary(opcode, x, y)
     return lower
@@ -68,7 +70,7 @@ _COMPARISONS = {
 
 
 def _comparison(direction: str):
-    def lower(ctx):
+    def lower(ctx: LoweringContext):
         x, y = ctx.inputs
         return ctx.compare(x, y, direction)
     return lower
@@ -87,9 +89,9 @@ def _broadcastable(*shapes) -> bool:
 def _equality(direction: str):
     """``Equal``/``NotEqual``: with ``incompatible_shape_error=False``, shapes that do not broadcast
     compare as entirely different, giving a scalar."""
-    def lower(ctx):
+    def lower(ctx: LoweringContext):
         x, y = ctx.inputs
-        if not ctx.attr("incompatible_shape_error", True) and not _broadcastable(x.shape.dims, y.shape.dims):
+        if not ctx.attr_bool("incompatible_shape_error", True) and not _broadcastable(ctx.dims(x), ctx.dims(y)):
             return ctx.scalar(direction == "NE", P.PRED)
         return ctx.compare(x, y, direction)
     return lower
@@ -103,7 +105,7 @@ for _op, _direction in {"Equal": "EQ", "NotEqual": "NE"}.items():
 
 
 @register_lowering("SquaredDifference", dtypes=FLOATS | {P.S32, P.S64})
-def squared_difference(ctx):
+def squared_difference(ctx: LoweringContext) -> Value:
     x, y = ctx.inputs
     d = ctx.binary(Opcode.SUBTRACT, x, y)
     return ctx.b.multiply(d, d)
@@ -111,7 +113,7 @@ def squared_difference(ctx):
 
 def _no_nan(opcode: Opcode):
     """``MulNoNan``/``DivNoNan``: ``y == 0 ? 0 : x op y``."""
-    def lower(ctx):
+    def lower(ctx: LoweringContext):
         x, y = ctx.broadcast_all(*ctx.inputs)
         return zero_where(ctx, ctx.compare(y, ctx.full(0, y), "EQ"), ctx.b.op(opcode, x, y))
     return lower
@@ -121,7 +123,7 @@ register_lowering("MulNoNan", dtypes=FLOATS)(_no_nan(Opcode.MULTIPLY))
 register_lowering("DivNoNan", dtypes=FLOATS)(_no_nan(Opcode.DIVIDE))
 
 
-def _floor_adjust(ctx, y, r):
+def _floor_adjust(ctx: LoweringContext, y, r):
     """Where the truncated remainder ``r`` is nonzero and its sign differs from the divisor's."""
     zero = ctx.full(0, r)
     nonzero = ctx.compare(r, zero, "NE")
@@ -130,30 +132,30 @@ def _floor_adjust(ctx, y, r):
 
 
 @register_lowering("FloorDiv", dtypes=NUMERIC)
-def floor_div(ctx):
+def floor_div(ctx: LoweringContext) -> Value:
     x, y = ctx.broadcast_all(*ctx.inputs)
     b = ctx.b
-    if x.shape.dtype.is_float:
+    if ctx.dtype(x).is_float:
         return b.floor(b.divide(x, y))
     q = b.divide(x, y)
-    if x.shape.dtype.is_unsigned_int:
+    if ctx.dtype(x).is_unsigned_int:
         return q
     adjust = _floor_adjust(ctx, y, b.remainder(x, y))
     return b.select(adjust, b.subtract(q, ctx.full(1, q)), q)
 
 
 @register_lowering("FloorMod", dtypes=NUMERIC)
-def floor_mod(ctx):
+def floor_mod(ctx: LoweringContext) -> Value:
     x, y = ctx.broadcast_all(*ctx.inputs)
     b = ctx.b
     r = b.remainder(x, y)
-    if x.shape.dtype.is_unsigned_int:
+    if ctx.dtype(x).is_unsigned_int:
         return r
     return b.select(_floor_adjust(ctx, y, r), b.add(r, y), r)
 
 
 @register_lowering("TruncateDiv", dtypes=NUMERIC)
-def truncate_div(ctx):
+def truncate_div(ctx: LoweringContext) -> Value:
     x, y = ctx.inputs
     q = ctx.binary(Opcode.DIVIDE, x, y)
-    return trunc(ctx, q) if q.shape.dtype.is_float else q
+    return trunc(ctx, q) if ctx.dtype(q).is_float else q

@@ -17,7 +17,9 @@ Every other cast ignores the attribute.
 
 from __future__ import annotations
 
+from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._elementwise_util import clear_low_bits
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL
@@ -32,10 +34,10 @@ _TRUNCATED_BITS = {
 
 
 @register_lowering("Cast", dtypes=ALL, type_attrs=("SrcT", "DstT"))
-def cast(ctx):
+def cast(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     dst = ctx.dtype_attr("DstT")
-    bits = _TRUNCATED_BITS.get((x.shape.dtype, dst))
-    if bits and ctx.attr("Truncate", False):
+    bits = _TRUNCATED_BITS.get((ctx.dtype(x), dst))
+    if bits and ctx.attr_bool("Truncate", False):
         x = ctx.b.select(ctx.compare(x, x, "NE"), x, clear_low_bits(ctx, x, bits))  # NaN payloads stay NaN
     return ctx.convert(x, dst)

@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._elementwise_util import std_max, std_min
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL, FLOATS, NUMERIC, SIGNED_INTS
@@ -19,7 +21,7 @@ from hlo.opcodes import Opcode
 
 
 @register_lowering("AddN", dtypes=NUMERIC)
-def add_n(ctx):
+def add_n(ctx: LoweringContext) -> Value:
     total, *rest = ctx.inputs
     for x in rest:
         total = ctx.binary(Opcode.ADD, total, x)
@@ -30,27 +32,27 @@ _CHANNEL_DIM = {"NHWC": -1, "NCHW": 1}
 
 
 @register_lowering("BiasAdd", "BiasAddV1", dtypes=NUMERIC)
-def bias_add(ctx):
+def bias_add(ctx: LoweringContext) -> Value:
     value, bias = ctx.inputs
-    dims = value.shape.dims
-    fmt = ctx.attr("data_format", "NHWC")
+    dims = ctx.dims(value)
+    fmt = ctx.attr_str("data_format", "NHWC")
     if fmt not in _CHANNEL_DIM:
         raise ctx.error(f"unsupported data_format {fmt!r}")
     if len(dims) < 2:
         raise ctx.error(f"BiasAdd needs an input of rank at least 2, got {list(dims)}")
     channel = _CHANNEL_DIM[fmt] % len(dims)
-    if bias.shape.dims != (dims[channel],):
-        raise ctx.error(f"bias of dims {list(bias.shape.dims)} does not match channel dim {channel} of {list(dims)}")
+    if ctx.dims(bias) != (dims[channel],):
+        raise ctx.error(f"bias of dims {list(ctx.dims(bias))} does not match channel dim {channel} of {list(dims)}")
     return ctx.b.add(value, ctx.broadcast_in_dim(bias, dims, (channel,)))
 
 
 @register_lowering("Select", dtypes=ALL)
-def select(ctx):
+def select(ctx: LoweringContext) -> Value:
     cond, x, y = ctx.inputs
-    dims = x.shape.dims
-    if y.shape.dims != dims:
-        raise ctx.error(f"'then' and 'else' must have the same dims, got {list(dims)} and {list(y.shape.dims)}")
-    cdims = cond.shape.dims
+    dims = ctx.dims(x)
+    if ctx.dims(y) != dims:
+        raise ctx.error(f"'then' and 'else' must have the same dims, got {list(dims)} and {list(ctx.dims(y))}")
+    cdims = ctx.dims(cond)
     if len(cdims) == 1 and len(dims) > 1 and cdims[0] == dims[0]:
         cond = ctx.broadcast_in_dim(cond, dims, (0,))
     elif cdims and cdims != dims:
@@ -60,14 +62,14 @@ def select(ctx):
 
 
 @register_lowering("SelectV2", dtypes=ALL)
-def select_v2(ctx):
+def select_v2(ctx: LoweringContext) -> Value:
     cond, x, y = ctx.inputs
     return ctx.select(cond, x, y)
 
 
 @register_lowering("ClipByValue", dtypes=FLOATS | SIGNED_INTS | {P.U8, P.U16})
-def clip_by_value(ctx):
+def clip_by_value(ctx: LoweringContext) -> Value:
     t, lo, hi = ctx.inputs
-    dims = t.shape.dims
+    dims = ctx.dims(t)
     lo, hi = ctx.broadcast_to(lo, dims), ctx.broadcast_to(hi, dims)
     return std_max(ctx, std_min(ctx, t, hi), lo)

@@ -23,7 +23,9 @@ import math
 import ml_dtypes
 import numpy as np
 
+from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._elementwise_util import BOOL, clear_low_bits, std_max, std_min, zero_where
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL, FLOATS, NUMERIC, SIGNED_INTS
@@ -54,7 +56,7 @@ _DIRECT = {
 
 
 def _direct(opcode: Opcode):
-    def lower(ctx):
+    def lower(ctx: LoweringContext):
         (x,) = ctx.inputs
         return ctx.b.op(opcode, x)
     return lower
@@ -65,43 +67,43 @@ for _op, (_opcode, _dtypes) in _DIRECT.items():
 
 
 @register_lowering("Sign", dtypes=FLOATS | SIGNED_INTS)
-def sign(ctx):
+def sign(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return zero_where(ctx, ctx.compare(x, ctx.full(0, x), "EQ"), ctx.b.sign(x))  # -0 -> +0
 
 
 @register_lowering("Round", dtypes=FLOATS | {P.S32, P.S64})
-def round_(ctx):
+def round_(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
-    return x if x.shape.dtype.is_integral else ctx.b.round_nearest_even(x)
+    return x if ctx.dtype(x).is_integral else ctx.b.round_nearest_even(x)
 
 
 @register_lowering("Square", dtypes=NUMERIC)
-def square(ctx):
+def square(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return ctx.b.multiply(x, x)
 
 
 @register_lowering("Reciprocal", "Inv", dtypes=FLOATS)
-def reciprocal(ctx):
+def reciprocal(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return ctx.b.divide(ctx.full(1, x), x)
 
 
 @register_lowering("IsNan", dtypes=FLOATS)
-def is_nan(ctx):
+def is_nan(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return ctx.compare(x, x, "NE")
 
 
 @register_lowering("IsInf", dtypes=FLOATS)
-def is_inf(ctx):
+def is_inf(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return ctx.compare(ctx.b.abs(x), ctx.full(np.inf, x), "EQ")
 
 
 def _fill_like(value: int):
-    def lower(ctx):
+    def lower(ctx: LoweringContext):
         (x,) = ctx.inputs
         return ctx.full(value, x)
     return lower
@@ -115,23 +117,23 @@ for _op, _value in {"ZerosLike": 0, "OnesLike": 1}.items():
 
 
 @register_lowering("Relu", dtypes=NUMERIC)
-def relu(ctx):
+def relu(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return std_max(ctx, x, ctx.full(0, x))
 
 
 @register_lowering("Relu6", dtypes=NUMERIC)
-def relu6(ctx):
+def relu6(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return std_min(ctx, std_max(ctx, x, ctx.full(0, x)), ctx.full(6, x))
 
 
-def _where_negative(ctx, x, negative, positive):
+def _where_negative(ctx: LoweringContext, x, negative, positive):
     return ctx.b.select(ctx.compare(x, ctx.full(0, x), "LT"), negative, positive)
 
 
 @register_lowering("Elu", dtypes=FLOATS)
-def elu(ctx):
+def elu(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return _where_negative(ctx, x, ctx.b.exponential_minus_one(x), x)
 
@@ -141,22 +143,22 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 
 
 @register_lowering("Selu", dtypes=FLOATS)
-def selu(ctx):
+def selu(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     negative = ctx.b.multiply(ctx.full(_SELU_SCALE * _SELU_ALPHA, x), ctx.b.exponential_minus_one(x))
     return _where_negative(ctx, x, negative, ctx.b.multiply(ctx.full(_SELU_SCALE, x), x))
 
 
 @register_lowering("LeakyRelu", dtypes=FLOATS)
-def leaky_relu(ctx):
+def leaky_relu(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
-    alpha = ctx.full(np.float32(ctx.attr("alpha", 0.2)), x)  # a float attr, rounded to T like TF's cast
+    alpha = ctx.full(np.float32(ctx.attr_float("alpha", 0.2)), x)  # a float attr, rounded to T like TF's cast
     positive = ctx.compare(x, ctx.full(0, x), "GT")
     return ctx.b.select(positive, x, ctx.b.multiply(alpha, x))
 
 
 @register_lowering("Softsign", dtypes=FLOATS)
-def softsign(ctx):
+def softsign(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return ctx.b.divide(x, ctx.b.add(ctx.full(1, x), ctx.b.abs(x)))
 
@@ -169,9 +171,9 @@ def _softplus_threshold(dtype: P) -> float:
 
 
 @register_lowering("Softplus", dtypes=FLOATS)
-def softplus(ctx):
+def softplus(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
-    threshold = _softplus_threshold(x.shape.dtype)
+    threshold = _softplus_threshold(ctx.dtype(x))
     ex = ctx.b.exponential(x)
     too_small = ctx.compare(x, ctx.full(threshold, x), "LT")
     too_large = ctx.compare(x, ctx.full(-threshold, x), "GT")
@@ -185,19 +187,19 @@ def softplus(ctx):
 _ERFC = {P.F32: (1.0, 20, 11.0, 12), P.F64: (2.0, 20, 28.0, 27)}
 
 
-def _exp_minus_square(ctx, a):
+def _exp_minus_square(ctx: LoweringContext, a):
     """``exp(-a*a)`` without the rounding error of ``a*a``: ``a = hi + lo`` with ``hi*hi`` exact."""
-    hi = clear_low_bits(ctx, a, _ERFC[a.shape.dtype][3])
+    hi = clear_low_bits(ctx, a, _ERFC[ctx.dtype(a)][3])
     lo = ctx.b.subtract(a, hi)
     main = ctx.b.exponential(ctx.b.negate(ctx.b.multiply(hi, hi)))
     rest = ctx.b.exponential(ctx.b.negate(ctx.b.multiply(lo, ctx.b.add(a, hi))))
     return ctx.b.multiply(main, rest)
 
 
-def _erfc_tail(ctx, a):
+def _erfc_tail(ctx: LoweringContext, a):
     """erfc(a) for a >= threshold: exp(-a^2)/sqrt(pi) * 2a / (2a^2+1 - 1*2/(2a^2+5 - 3*4/(2a^2+9 - ...)))."""
     b = ctx.b
-    terms = _ERFC[a.shape.dtype][1]
+    terms = _ERFC[ctx.dtype(a)][1]
     z = b.multiply(ctx.full(2, a), b.multiply(a, a))
     t = b.add(z, ctx.full(4 * terms + 1, a))
     for k in range(terms, 0, -1):
@@ -207,15 +209,15 @@ def _erfc_tail(ctx, a):
 
 
 @register_lowering("Erfc", dtypes=FLOATS)
-def erfc(ctx):
+def erfc(ctx: LoweringContext) -> Value:
     """``1 - erf(x)`` near zero (no cancellation there), a continued fraction in the tails.
 
     Relative error about 1e-7 in f32 and 1e-14 in f64 everywhere erfc is normal.
     """
     (x,) = ctx.inputs
-    dtype = x.shape.dtype
+    dtype = ctx.dtype(x)
     xc = ctx.convert(x, P.F64 if dtype == P.F64 else P.F32)
-    threshold, _, zero_at, _ = _ERFC[xc.shape.dtype]
+    threshold, _, zero_at, _ = _ERFC[ctx.dtype(xc)]
     b = ctx.b
     a = b.abs(xc)
     near = b.subtract(ctx.full(1, xc), b.erf(xc))

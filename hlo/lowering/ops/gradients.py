@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from hlo.attributes import PadDim
+from hlo.builder import Value
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops import _reduce_util as ru
 from hlo.lowering.ops._shape_util import reverse
 from hlo.lowering.ops.strided_slice import NEW_AXIS, slice_spec
@@ -32,54 +34,54 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 _SELU_SCALE_ALPHA = 1.7580993408473768599402175208123
 
 
-def _mask(ctx, pred, like):
-    return ctx.convert(pred, like.shape.dtype)
+def _mask(ctx: LoweringContext, pred, like):
+    return ctx.convert(pred, ctx.dtype(like))
 
 
-def _relu_grad(ctx, g, f):
+def _relu_grad(ctx: LoweringContext, g, f):
     return ctx.b.multiply(g, _mask(ctx, ctx.compare(f, ctx.full(0, f), "GT"), f))
 
 
-def _relu6_grad(ctx, g, f):
+def _relu6_grad(ctx: LoweringContext, g, f):
     inside = ctx.b.op(Opcode.AND, ctx.compare(f, ctx.full(0, f), "GT"), ctx.compare(f, ctx.full(6, f), "LT"))
     return ctx.b.multiply(g, _mask(ctx, inside, f))
 
 
-def _leaky_relu_grad(ctx, g, f):
-    alpha = ctx.full(ctx.attr("alpha", 0.2), g)
+def _leaky_relu_grad(ctx: LoweringContext, g, f):
+    alpha = ctx.full(ctx.attr_float("alpha", 0.2), g)
     return ctx.select(ctx.compare(f, ctx.full(0, f), "GT"), g, ctx.b.multiply(g, alpha))
 
 
-def _elu_grad(ctx, g, y):
+def _elu_grad(ctx: LoweringContext, g, y):
     below = ctx.b.multiply(g, ctx.b.add(y, ctx.full(1, y)))
     return ctx.select(ctx.compare(y, ctx.full(0, y), "LT"), below, g)
 
 
-def _selu_grad(ctx, g, y):
+def _selu_grad(ctx: LoweringContext, g, y):
     below = ctx.b.multiply(g, ctx.b.add(y, ctx.full(_SELU_SCALE_ALPHA, y)))
     return ctx.select(ctx.compare(y, ctx.full(0, y), "LT"), below, ctx.b.multiply(g, ctx.full(_SELU_SCALE, g)))
 
 
-def _sigmoid_grad(ctx, y, dy):
+def _sigmoid_grad(ctx: LoweringContext, y, dy):
     return ctx.b.multiply(ctx.b.multiply(dy, y), ctx.b.subtract(ctx.full(1, y), y))
 
 
-def _tanh_grad(ctx, y, dy):
+def _tanh_grad(ctx: LoweringContext, y, dy):
     return ctx.b.multiply(dy, ctx.b.subtract(ctx.full(1, y), ctx.b.multiply(y, y)))
 
 
-def _zero_where_no_gradient(ctx, dy, grad):
+def _zero_where_no_gradient(ctx: LoweringContext, dy, grad):
     """TF's Rsqrt/SqrtGrad return 0 where ``dy == 0``, whatever ``y`` is (no NaN from 0 * inf or 0 / 0)."""
     zero = ctx.full(0, dy)
     return ctx.select(ctx.compare(dy, zero, "EQ"), zero, grad)
 
 
-def _rsqrt_grad(ctx, y, dy):
+def _rsqrt_grad(ctx: LoweringContext, y, dy):
     grad = ctx.b.multiply(ctx.b.multiply(ctx.full(-0.5, y), ctx.b.multiply(dy, y)), ctx.b.multiply(y, y))
     return _zero_where_no_gradient(ctx, dy, grad)
 
 
-def _sqrt_grad(ctx, y, dy):
+def _sqrt_grad(ctx: LoweringContext, y, dy):
     return _zero_where_no_gradient(ctx, dy, ctx.b.divide(ctx.b.multiply(ctx.full(0.5, dy), dy), y))
 
 
@@ -97,11 +99,11 @@ _ACTIVATION_GRADS = {
 
 
 def _elementwise_grad(formula):
-    def lower(ctx):
+    def lower(ctx: LoweringContext):
         a, b = ctx.inputs
-        if a.shape.dims != b.shape.dims:
-            raise ctx.error(f"{ctx.op_type} needs operands of equal shape, got {list(a.shape.dims)} and "
-                            f"{list(b.shape.dims)}")
+        if ctx.dims(a) != ctx.dims(b):
+            raise ctx.error(f"{ctx.op_type} needs operands of equal shape, got {list(ctx.dims(a))} and "
+                            f"{list(ctx.dims(b))}")
         return formula(ctx, a, b)
     return lower
 
@@ -114,19 +116,19 @@ _CHANNEL_DIM = {"NHWC": lambda rank: rank - 1, "NCHW": lambda rank: 1}
 
 
 @register_lowering("BiasAddGrad", dtypes=NUMERIC)
-def bias_add_grad(ctx):
+def bias_add_grad(ctx: LoweringContext) -> Value:
     (g,) = ctx.inputs
-    rank = len(g.shape.dims)
-    fmt = ctx.attr("data_format", "NHWC")
+    rank = len(ctx.dims(g))
+    fmt = ctx.attr_str("data_format", "NHWC")
     if fmt not in _CHANNEL_DIM:
         raise ctx.error(f"unsupported data_format {fmt!r} (NHWC or NCHW)")
     if rank < 2:
-        raise ctx.error(f"input must be at least 2-dimensional, got shape {list(g.shape.dims)}")
+        raise ctx.error(f"input must be at least 2-dimensional, got shape {list(ctx.dims(g))}")
     channel = _CHANNEL_DIM[fmt](rank)
     return ru.sum_(ctx, g, [d for d in range(rank) if d != channel])
 
 
-def broadcast_gradient_args(ctx, s0: list[int], s1: list[int]) -> tuple[list[int], list[int]]:
+def broadcast_gradient_args(ctx: LoweringContext, s0: list[int], s1: list[int]) -> tuple[list[int], list[int]]:
     """TF's BCast reduction indices for shapes ``s0`` and ``s1``."""
     if s0 == s1:
         return [], []
@@ -139,23 +141,23 @@ def broadcast_gradient_args(ctx, s0: list[int], s1: list[int]) -> tuple[list[int
 
 
 @register_lowering("BroadcastGradientArgs", dtypes=ru.INDEX_TYPES, const_inputs=(0, 1))
-def broadcast_gradient_args_rule(ctx):
+def broadcast_gradient_args_rule(ctx: LoweringContext) -> list[Value]:
     dtype = ctx.dtype_attr("T")
     r0, r1 = broadcast_gradient_args(ctx, ctx.const_ints(0), ctx.const_ints(1))
     return [ctx.constant(np.array(r, np.int64), dtype) for r in (r0, r1)]
 
 
 @register_lowering("StridedSliceGrad", dtypes=ALL, const_inputs=(0, 1, 2, 3))
-def strided_slice_grad(ctx):
+def strided_slice_grad(ctx: LoweringContext) -> Value:
     dy = ctx.inputs[4]
     dims = ctx.const_ints(0)
     slices, final = slice_spec(ctx, dims, first=1)
     sizes = [s.size() for s in slices]
     want = [1 if d == NEW_AXIS else sizes[d] for d in final]
-    if list(dy.shape.dims) != want:
-        raise ctx.error(f"dy has shape {list(dy.shape.dims)} but the slice of {dims} has shape {want}")
+    if list(ctx.dims(dy)) != want:
+        raise ctx.error(f"dy has shape {list(ctx.dims(dy))} but the slice of {dims} has shape {want}")
     if 0 in sizes:
-        return ctx.broadcast_to(ctx.scalar(0, dy.shape.dtype), dims)
+        return ctx.broadcast_to(ctx.scalar(0, ctx.dtype(dy)), dims)
     dy = reverse(ctx, ctx.reshape(dy, sizes), [i for i, s in enumerate(slices) if s.stride < 0])
     config = []
     for s, n, size in zip(slices, dims, sizes):
@@ -163,4 +165,4 @@ def strided_slice_grad(ctx):
         last = s.begin + (size - 1) * s.stride  # the index the last element of dy lands on
         low = min(s.begin, last)
         config.append(PadDim(low, n - (low + (size - 1) * step + 1), step - 1))
-    return ctx.b.pad(dy, ctx.scalar(0, dy.shape.dtype), padding=tuple(config))
+    return ctx.b.pad(dy, ctx.scalar(0, ctx.dtype(dy)), padding=tuple(config))

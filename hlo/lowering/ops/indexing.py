@@ -17,8 +17,10 @@ from __future__ import annotations
 from math import prod
 
 from hlo.attributes import IndexCheck
+from hlo.builder import Value
 from hlo.dtypes import PrimitiveType
 from hlo.index_check import scatter_shape_problem
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._shape_util import combiner, iota
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL, NUMERIC
@@ -27,7 +29,7 @@ P = PrimitiveType
 
 
 @register_lowering("GatherV2", dtypes=ALL, type_attrs=("Tparams",), const_inputs=(2,))
-def gather_v2(ctx):
+def gather_v2(ctx: LoweringContext) -> Value:
     """``out = params[:axis] + indices[batch_dims:] + params[axis+1:]`` dims; the first ``batch_dims`` dims of
     params and indices are matched pairwise."""
     params, indices = ctx.inputs[:2]
@@ -35,10 +37,10 @@ def gather_v2(ctx):
     axes = ctx.const_ints(2)
     if len(axes) != 1:
         raise ctx.error(f"axis must be a scalar, got {axes}")
-    batch = ctx.attr("batch_dims", 0)
+    batch = ctx.attr_int("batch_dims", 0)
     batch = batch + len(idims) if batch < 0 else batch
     if not 0 <= batch <= len(idims):
-        raise ctx.error(f"batch_dims {ctx.attr('batch_dims', 0)} is out of range for indices of rank {len(idims)}")
+        raise ctx.error(f"batch_dims {ctx.attr_int('batch_dims', 0)} is out of range for indices of rank {len(idims)}")
     axis = ctx.normalize_axis(axes[0], len(pd))
     if not len(pd):
         raise ctx.error("params must be at least 1 dimensional")
@@ -58,7 +60,7 @@ def gather_v2(ctx):
 
 
 @register_lowering("GatherNd", dtypes=ALL, type_attrs=("Tparams",))
-def gather_nd(ctx):
+def gather_nd(ctx: LoweringContext) -> Value:
     """``out[b...] = params[indices[b..., :]]``; dims ``indices[:-1] + params[q:]`` with q the index depth."""
     if _bad_indices_policy(ctx) == "IGNORE":
         raise ctx.error("bad_indices_policy=IGNORE (zeros for out-of-range rows) is not supported")
@@ -76,15 +78,15 @@ def gather_nd(ctx):
                         index_check=IndexCheck.TF_GATHER_ND)
 
 
-def _bad_indices_policy(ctx) -> str:
+def _bad_indices_policy(ctx: LoweringContext) -> str:
     """TF's ``bad_indices_policy``: ``ERROR`` (also "" and ``DEFAULT`` on CPU) or ``IGNORE``."""
-    policy = ctx.attr("bad_indices_policy", "") or "ERROR"
+    policy = ctx.attr_str("bad_indices_policy", "") or "ERROR"
     if policy not in ("DEFAULT", "ERROR", "IGNORE"):
         raise ctx.error(f"unknown bad_indices_policy {policy!r}")
     return "ERROR" if policy == "DEFAULT" else policy
 
 
-def _scatter_nd(ctx, operand, indices, updates, kind: str, check: IndexCheck):
+def _scatter_nd(ctx: LoweringContext, operand, indices, updates, kind: str, check: IndexCheck):
     od, idims, ud = ctx.dims(operand), ctx.dims(indices), ctx.dims(updates)
     if 0 in od and 0 in idims and 0 in ud:
         return operand  # nothing to scatter into an empty result (TF checks nothing either)
@@ -107,7 +109,7 @@ def _scatter_nd(ctx, operand, indices, updates, kind: str, check: IndexCheck):
 
 
 @register_lowering("ScatterNd", dtypes=ALL, const_inputs=(2,))
-def scatter_nd(ctx):
+def scatter_nd(ctx: LoweringContext) -> Value:
     indices, updates = ctx.inputs[:2]
     dims = ctx.const_ints(2)
     if any(d < 0 for d in dims):
@@ -127,8 +129,9 @@ _TENSOR_SCATTER = {
 
 
 def _tensor_scatter(kind: str):
-    def lower(ctx):
-        return _scatter_nd(ctx, *ctx.inputs, kind, IndexCheck.TF_TENSOR_SCATTER)
+    def lower(ctx: LoweringContext):
+        operand, indices, updates = ctx.inputs
+        return _scatter_nd(ctx, operand, indices, updates, kind, IndexCheck.TF_TENSOR_SCATTER)
     return lower
 
 
@@ -137,18 +140,18 @@ for _op, (_kind, _dtypes) in _TENSOR_SCATTER.items():
 
 
 @register_lowering("OneHot", dtypes=ALL, const_inputs=(1,))
-def one_hot(ctx):
+def one_hot(ctx: LoweringContext) -> Value:
     """``on`` where the index equals the position along ``axis``; out-of-range (and negative) indices give
     a row of ``off``."""
     indices, _, on, off = ctx.inputs
     idims = list(ctx.dims(indices))
-    (depth,) = ctx.const_ints(1) or [None]
-    if depth is None or depth < 0:
+    (depth,) = ctx.const_ints(1) or [-1]
+    if depth < 0:
         raise ctx.error(f"depth must be a non-negative scalar, got {ctx.const_ints(1)}")
     for name, v in (("on_value", on), ("off_value", off)):
         if ctx.dims(v):
             raise ctx.error(f"{name} must be a scalar, got dims {list(ctx.dims(v))}")
-    axis = ctx.attr("axis", -1)
+    axis = ctx.attr_int("axis", -1)
     if axis < -1 or axis > len(idims):
         raise ctx.error(f"expected axis to be -1 or between [0, {len(idims)}], but got {axis}")
     axis = len(idims) if axis == -1 else axis

@@ -13,7 +13,9 @@
 
 from __future__ import annotations
 
+from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import FLOATS
 
@@ -22,38 +24,38 @@ _BATCH_MATMUL_TYPES = _MATMUL_TYPES | {P.S16}
 _V3_TYPES = (_BATCH_MATMUL_TYPES - {P.F16}) | {P.S8, P.U8}
 
 
-def _dot(ctx, x, y, x_contract: int, y_contract: int, batch: int = 0):
+def _dot(ctx: LoweringContext, x, y, x_contract: int, y_contract: int, batch: int = 0):
     """``dot`` with the first ``batch`` dims of both operands as batch dims."""
     dims = tuple(range(batch))
     return ctx.b.dot(x, y, lhs_batch_dims=dims, rhs_batch_dims=dims,
                      lhs_contracting_dims=(x_contract,), rhs_contracting_dims=(y_contract,))
 
 
-def _check_rank(ctx, v, what: str, exact: bool = False) -> None:
-    rank = len(v.shape.dims)
+def _check_rank(ctx: LoweringContext, v, what: str, exact: bool = False) -> None:
+    rank = len(ctx.dims(v))
     if (exact and rank != 2) or rank < 2:
         raise ctx.error(f"{what} must be {'a matrix' if exact else 'at least rank 2'}, got shape "
-                        f"{list(v.shape.dims)}")
+                        f"{list(ctx.dims(v))}")
 
 
 @register_lowering("MatMul", dtypes=_MATMUL_TYPES)
-def matmul(ctx):
+def matmul(ctx: LoweringContext) -> Value:
     a, b = ctx.inputs
     _check_rank(ctx, a, "a", exact=True)
     _check_rank(ctx, b, "b", exact=True)
-    ka = 0 if ctx.attr("transpose_a", False) else 1
-    kb = 1 if ctx.attr("transpose_b", False) else 0
-    if a.shape.dims[ka] != b.shape.dims[kb]:
-        raise ctx.error(f"matrix size-incompatible: a {list(a.shape.dims)}, b {list(b.shape.dims)}")
+    ka = 0 if ctx.attr_bool("transpose_a", False) else 1
+    kb = 1 if ctx.attr_bool("transpose_b", False) else 0
+    if ctx.dims(a)[ka] != ctx.dims(b)[kb]:
+        raise ctx.error(f"matrix size-incompatible: a {list(ctx.dims(a))}, b {list(ctx.dims(b))}")
     return _dot(ctx, a, b, ka, kb)  # dot puts a's free dim first, then b's, transposed or not
 
 
-def _batch_matmul(ctx, out_type: P):
+def _batch_matmul(ctx: LoweringContext, out_type: P):
     x, y = (ctx.convert(v, out_type) for v in ctx.inputs)
     _check_rank(ctx, x, "x")
     _check_rank(ctx, y, "y")
-    adj_x, adj_y = ctx.attr("adj_x", False), ctx.attr("adj_y", False)
-    xd, yd = x.shape.dims, y.shape.dims
+    adj_x, adj_y = ctx.attr_bool("adj_x", False), ctx.attr_bool("adj_y", False)
+    xd, yd = ctx.dims(x), ctx.dims(y)
     kx = xd[-2] if adj_x else xd[-1]
     ky = yd[-1] if adj_y else yd[-2]
     if kx != ky:
@@ -72,19 +74,19 @@ def _batch_matmul(ctx, out_type: P):
 
 
 @register_lowering("BatchMatMul", dtypes=_MATMUL_TYPES)
-def batch_matmul_v1(ctx):
+def batch_matmul_v1(ctx: LoweringContext) -> Value:
     x, y = ctx.inputs
-    if x.shape.dims[:-2] != y.shape.dims[:-2]:
-        raise ctx.error(f"BatchMatMul (V1) does not broadcast: batch dims of x {list(x.shape.dims)} and "
-                        f"y {list(y.shape.dims)} differ")
-    return _batch_matmul(ctx, x.shape.dtype)
+    if ctx.dims(x)[:-2] != ctx.dims(y)[:-2]:
+        raise ctx.error(f"BatchMatMul (V1) does not broadcast: batch dims of x {list(ctx.dims(x))} and "
+                        f"y {list(ctx.dims(y))} differ")
+    return _batch_matmul(ctx, ctx.dtype(x))
 
 
 @register_lowering("BatchMatMulV2", dtypes=_BATCH_MATMUL_TYPES)
-def batch_matmul_v2(ctx):
-    return _batch_matmul(ctx, ctx.inputs[0].shape.dtype)
+def batch_matmul_v2(ctx: LoweringContext) -> Value:
+    return _batch_matmul(ctx, ctx.dtype(ctx.inputs[0]))
 
 
 @register_lowering("BatchMatMulV3", dtypes=_V3_TYPES, type_attrs=("Ta", "Tb", "Tout"))
-def batch_matmul_v3(ctx):
+def batch_matmul_v3(ctx: LoweringContext) -> Value:
     return _batch_matmul(ctx, ctx.dtype_attr("Tout"))

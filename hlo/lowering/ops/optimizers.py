@@ -26,6 +26,8 @@ variable's type (scalars are rank-0 inputs broadcast to the variable):
 
 from __future__ import annotations
 
+from hlo.builder import Value
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import FLOATS
 from hlo.opcodes import Opcode
@@ -50,33 +52,33 @@ class _Math:
         return self.ctx.binary(Opcode.DIVIDE, x, y)
 
     def one(self, like):
-        return self.ctx.scalar(1, like.shape.dtype)
+        return self.ctx.scalar(1, self.ctx.dtype(like))
 
 
-def _check(ctx, var, *tensors, scalars=()) -> _Math:
+def _check(ctx: LoweringContext, var, *tensors, scalars=()) -> _Math:
     for t in tensors:
-        if t.shape.dims != var.shape.dims:
-            raise ctx.error(f"var and its update tensors must have the same shape, got {list(var.shape.dims)} "
-                            f"and {list(t.shape.dims)}")
+        if ctx.dims(t) != ctx.dims(var):
+            raise ctx.error(f"var and its update tensors must have the same shape, got {list(ctx.dims(var))} "
+                            f"and {list(ctx.dims(t))}")
     for s in scalars:
-        if s.shape.dims:
-            raise ctx.error(f"hyperparameters must be scalars, got shape {list(s.shape.dims)}")
+        if ctx.dims(s):
+            raise ctx.error(f"hyperparameters must be scalars, got shape {list(ctx.dims(s))}")
     return _Math(ctx)
 
 
 @register_lowering("ResourceApplyGradientDescent", dtypes=FLOATS)
-def apply_gradient_descent(ctx):
+def apply_gradient_descent(ctx: LoweringContext) -> list[Value]:
     var, alpha, delta = ctx.inputs
     m = _check(ctx, var, delta, scalars=(alpha,))
     return [m.sub(var, m.mul(delta, alpha))]
 
 
 @register_lowering("ResourceApplyMomentum", dtypes=FLOATS)
-def apply_momentum(ctx):
+def apply_momentum(ctx: LoweringContext) -> list[Value]:
     var, accum, lr, grad, momentum = ctx.inputs
     m = _check(ctx, var, accum, grad, scalars=(lr, momentum))
     accum = m.add(m.mul(accum, momentum), grad)
-    if ctx.attr("use_nesterov", False):
+    if ctx.attr_bool("use_nesterov", False):
         step = m.add(m.mul(grad, lr), m.mul(m.mul(accum, momentum), lr))
     else:
         step = m.mul(lr, accum)
@@ -84,11 +86,11 @@ def apply_momentum(ctx):
 
 
 @register_lowering("ResourceApplyKerasMomentum", dtypes=FLOATS)
-def apply_keras_momentum(ctx):
+def apply_keras_momentum(ctx: LoweringContext) -> list[Value]:
     var, accum, lr, grad, momentum = ctx.inputs
     m = _check(ctx, var, accum, grad, scalars=(lr, momentum))
     accum = m.sub(m.mul(accum, momentum), m.mul(grad, lr))
-    if ctx.attr("use_nesterov", False):
+    if ctx.attr_bool("use_nesterov", False):
         step = m.sub(m.mul(accum, momentum), m.mul(grad, lr))
     else:
         step = accum
@@ -96,7 +98,7 @@ def apply_keras_momentum(ctx):
 
 
 @register_lowering("ResourceApplyAdam", dtypes=FLOATS)
-def apply_adam(ctx):
+def apply_adam(ctx: LoweringContext) -> list[Value]:
     var, mom, vel, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad = ctx.inputs
     m = _check(ctx, var, mom, vel, grad, scalars=(beta1_power, beta2_power, lr, beta1, beta2, epsilon))
     one = m.one(var)
@@ -104,7 +106,7 @@ def apply_adam(ctx):
     mom = m.add(mom, m.mul(m.sub(grad, mom), m.sub(one, beta1)))
     vel = m.add(vel, m.mul(m.sub(m.mul(grad, grad), vel), m.sub(one, beta2)))
     denom = m.add(ctx.b.sqrt(vel), epsilon)
-    if ctx.attr("use_nesterov", False):
+    if ctx.attr_bool("use_nesterov", False):
         numer = m.mul(m.add(m.mul(grad, m.sub(one, beta1)), m.mul(beta1, mom)), alpha)
     else:
         numer = m.mul(mom, alpha)

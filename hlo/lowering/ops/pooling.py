@@ -28,6 +28,7 @@ import numpy as np
 from hlo.attributes import ComparisonDirection, PadDim, Window
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._window import layout, output_size, paddings, per_dim, window_dim
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import FLOATS, INTS
@@ -40,7 +41,7 @@ _POOL_3D_TYPES = frozenset({P.BF16, P.F32})  # TF's CPU kernels for the 3-D pool
 _NARROW_FLOATS = {P.F16, P.BF16}
 
 
-def _pool_window(ctx, dims: tuple[int, ...], ksize, strides, depth_ok: bool) -> tuple[Window, list]:
+def _pool_window(ctx: LoweringContext, dims: tuple[int, ...], ksize, strides, depth_ok: bool) -> tuple[Window, list]:
     """The padded window of a pooling op over an input of ``dims``, and its (before, after) paddings."""
     rank = len(dims)
     lay = layout(ctx, rank)
@@ -67,16 +68,16 @@ def _floor(dtype: P):
     return np.finfo(dtype.numpy).min if dtype.is_float else np.iinfo(dtype.numpy).min
 
 
-def _max_pool(ctx, x: Value, ksize, strides) -> Value:
-    window, _ = _pool_window(ctx, x.shape.dims, ksize, strides, depth_ok=True)
-    dtype = x.shape.dtype
+def _max_pool(ctx: LoweringContext, x: Value, ksize, strides) -> Value:
+    window, _ = _pool_window(ctx, ctx.dims(x), ksize, strides, depth_ok=True)
+    dtype = ctx.dtype(x)
     floor = ctx.scalar(_floor(dtype), dtype)
     if dtype.is_float:
         x = ctx.select(ctx.compare(x, x, "NE"), floor, x)
     return ctx.b.reduce_window(x, floor, window=window, to_apply=ctx.scalar_computation(Opcode.MAXIMUM, dtype))
 
 
-def _tf_max_select(ctx, dtype: P):
+def _tf_max_select(ctx: LoweringContext, dtype: P):
     """``(current, candidate) -> !(current < candidate)``: keep the first maximum, as TF's CPU kernel does."""
     def build(cb):
         a, b = cb.parameter(scalar(dtype), name="current"), cb.parameter(scalar(dtype), name="candidate")
@@ -84,14 +85,14 @@ def _tf_max_select(ctx, dtype: P):
     return ctx.computation(f"tf_max_pool_select_{dtype.value}", build)
 
 
-def _max_pool_grad(ctx, x: Value, grad: Value, ksize, strides) -> Value:
-    window, _ = _pool_window(ctx, x.shape.dims, ksize, strides, depth_ok=True)
-    dtype = x.shape.dtype
-    if grad.shape.dtype != dtype:
-        raise ctx.error(f"grad has type {grad.shape.dtype.value} but orig_input has {dtype.value}")
-    want = [output_size(n, w.size, w.stride, 1, (w.pad_low, w.pad_high)) for n, w in zip(x.shape.dims, window.dims)]
-    if list(grad.shape.dims) != want:
-        raise ctx.error(f"grad has dims {list(grad.shape.dims)} but the pooling output has {want}")
+def _max_pool_grad(ctx: LoweringContext, x: Value, grad: Value, ksize, strides) -> Value:
+    window, _ = _pool_window(ctx, ctx.dims(x), ksize, strides, depth_ok=True)
+    dtype = ctx.dtype(x)
+    if ctx.dtype(grad) != dtype:
+        raise ctx.error(f"grad has type {ctx.dtype(grad).value} but orig_input has {dtype.value}")
+    want = [output_size(n, w.size, w.stride, 1, (w.pad_low, w.pad_high)) for n, w in zip(ctx.dims(x), window.dims)]
+    if list(ctx.dims(grad)) != want:
+        raise ctx.error(f"grad has dims {list(ctx.dims(grad))} but the pooling output has {want}")
     return ctx.b.select_and_scatter(x, grad, ctx.scalar(0, dtype), window=window,
                                     select=_tf_max_select(ctx, dtype),
                                     scatter=ctx.scalar_computation(Opcode.ADD, dtype))
@@ -99,26 +100,26 @@ def _max_pool_grad(ctx, x: Value, grad: Value, ksize, strides) -> Value:
 
 @register_lowering("MaxPool", dtypes=_MAX_POOL_TYPES)
 @register_lowering("MaxPool3D", dtypes=_POOL_3D_TYPES)
-def max_pool(ctx):
+def max_pool(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
-    return _max_pool(ctx, x, ctx.attr("ksize"), ctx.attr("strides"))
+    return _max_pool(ctx, x, ctx.attr_ints("ksize"), ctx.attr_ints("strides"))
 
 
 @register_lowering("MaxPoolV2", dtypes=_MAX_POOL_TYPES, const_inputs=(1, 2))
-def max_pool_v2(ctx):
+def max_pool_v2(ctx: LoweringContext) -> Value:
     return _max_pool(ctx, ctx.inputs[0], ctx.const_ints(1), ctx.const_ints(2))
 
 
 # Not MaxPool3DGrad: TF's CPU kernel gives the full gradient to every element within 1e-5 of its
 # window's max (ties all receive it), which a select-and-scatter does not express.
 @register_lowering("MaxPoolGrad", dtypes=_MAX_POOL_GRAD_TYPES)
-def max_pool_grad(ctx):
+def max_pool_grad(ctx: LoweringContext) -> Value:
     x, _, grad = ctx.inputs
-    return _max_pool_grad(ctx, x, grad, ctx.attr("ksize"), ctx.attr("strides"))
+    return _max_pool_grad(ctx, x, grad, ctx.attr_ints("ksize"), ctx.attr_ints("strides"))
 
 
 @register_lowering("MaxPoolGradV2", dtypes=_MAX_POOL_GRAD_TYPES, const_inputs=(3, 4))
-def max_pool_grad_v2(ctx):
+def max_pool_grad_v2(ctx: LoweringContext) -> Value:
     x, _, grad = ctx.inputs[:3]
     return _max_pool_grad(ctx, x, grad, ctx.const_ints(3), ctx.const_ints(4))
 
@@ -144,34 +145,34 @@ def _compute_type(dtype: P) -> P:
     return P.F32 if dtype in _NARROW_FLOATS else dtype
 
 
-def _avg_window(ctx, dims, ksize, strides) -> Window:
+def _avg_window(ctx: LoweringContext, dims, ksize, strides) -> Window:
     return _pool_window(ctx, dims, ksize, strides, depth_ok=False)[0]
 
 
 @register_lowering("AvgPool", dtypes=FLOATS)
 @register_lowering("AvgPool3D", dtypes=_POOL_3D_TYPES)
-def avg_pool(ctx):
+def avg_pool(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
-    window = _avg_window(ctx, x.shape.dims, ctx.attr("ksize"), ctx.attr("strides"))
-    dtype, acc = x.shape.dtype, _compute_type(x.shape.dtype)
+    window = _avg_window(ctx, ctx.dims(x), ctx.attr_ints("ksize"), ctx.attr_ints("strides"))
+    dtype, acc = ctx.dtype(x), _compute_type(ctx.dtype(x))
     total = ctx.b.reduce_window(ctx.convert(x, acc), ctx.scalar(0, acc), window=window,
                                 to_apply=ctx.scalar_computation(Opcode.ADD, acc))
-    mean = ctx.binary(Opcode.DIVIDE, total, ctx.constant(_counts(x.shape.dims, window), acc))
+    mean = ctx.binary(Opcode.DIVIDE, total, ctx.constant(_counts(ctx.dims(x), window), acc))
     return ctx.convert(mean, dtype)
 
 
 @register_lowering("AvgPoolGrad", dtypes=FLOATS, const_inputs=(0,))
 @register_lowering("AvgPool3DGrad", dtypes=_POOL_3D_TYPES, const_inputs=(0,))
-def avg_pool_grad(ctx):
+def avg_pool_grad(ctx: LoweringContext) -> Value:
     _, grad = ctx.inputs
     dims = tuple(ctx.const_ints(0))
-    if len(dims) != len(grad.shape.dims):
-        raise ctx.error(f"orig_input_shape {list(dims)} does not have the rank of grad {list(grad.shape.dims)}")
-    window = _avg_window(ctx, dims, ctx.attr("ksize"), ctx.attr("strides"))
+    if len(dims) != len(ctx.dims(grad)):
+        raise ctx.error(f"orig_input_shape {list(dims)} does not have the rank of grad {list(ctx.dims(grad))}")
+    window = _avg_window(ctx, dims, ctx.attr_ints("ksize"), ctx.attr_ints("strides"))
     outs = [output_size(n, w.size, w.stride, 1, (w.pad_low, w.pad_high)) for n, w in zip(dims, window.dims)]
-    if list(grad.shape.dims) != outs:
-        raise ctx.error(f"grad has dims {list(grad.shape.dims)} but the pooling output has {outs}")
-    dtype, acc = grad.shape.dtype, _compute_type(grad.shape.dtype)
+    if list(ctx.dims(grad)) != outs:
+        raise ctx.error(f"grad has dims {list(ctx.dims(grad))} but the pooling output has {outs}")
+    dtype, acc = ctx.dtype(grad), _compute_type(ctx.dtype(grad))
     zero = ctx.scalar(0, acc)
     g = ctx.binary(Opcode.DIVIDE, ctx.convert(grad, acc), ctx.constant(_counts(dims, window), acc))
     # Output o of the pooling read inputs o*s - lo .. o*s - lo + k - 1; put it at o*s and sum a k-window.

@@ -21,7 +21,9 @@ TF semantics, checked against TF 2.21 on CPU:
 from __future__ import annotations
 
 from hlo.attributes import ComparisonDirection
+from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops import _reduce_util as ru
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL, FLOATS, NUMERIC
@@ -29,15 +31,15 @@ from hlo.opcodes import Opcode
 from hlo.shapes import Shape, scalar
 
 
-def _axes(ctx):
+def _axes(ctx: LoweringContext):
     x = ctx.inputs[0]
-    return x, ru.reduction_axes(ctx, ctx.const_ints(1), len(x.shape.dims))
+    return x, ru.reduction_axes(ctx, ctx.const_ints(1), len(ctx.dims(x)))
 
 
-def _finish(ctx, out, x, axes):
+def _finish(ctx: LoweringContext, out, x, axes):
     """Apply ``keep_dims``."""
-    if ctx.attr("keep_dims", False):
-        return ru.keep_dims(ctx, out, x.shape.dims, axes)
+    if ctx.attr_bool("keep_dims", False):
+        return ru.keep_dims(ctx, out, ctx.dims(x), axes)
     return out
 
 
@@ -53,9 +55,9 @@ _SIMPLE = {
 
 
 def _simple(opcode: Opcode, identity, wide: bool):
-    def lower(ctx):
+    def lower(ctx: LoweringContext):
         x, axes = _axes(ctx)
-        dtype = x.shape.dtype
+        dtype = ctx.dtype(x)
         acc = ru.accumulation_type(dtype) if wide else dtype
         return _finish(ctx, ru.reduce(ctx, x, axes, opcode, identity(dtype), acc), x, axes)
     return lower
@@ -74,11 +76,11 @@ def _mean_accumulator(dtype: P) -> P:
 
 
 @register_lowering("Mean", dtypes=NUMERIC, const_inputs=(1,))
-def mean(ctx):
+def mean(ctx: LoweringContext) -> Value:
     x, axes = _axes(ctx)
-    dtype = x.shape.dtype
+    dtype = ctx.dtype(x)
     acc = _mean_accumulator(dtype)
-    count = ru.count_elements(x.shape.dims, axes)
+    count = ru.count_elements(ctx.dims(x), axes)
     total = ctx.reduce(ctx.convert(x, acc), axes, Opcode.ADD, 0)
     if count == 0 and dtype.is_integral:
         out = ctx.full(0, total, dtype)
@@ -88,9 +90,9 @@ def mean(ctx):
 
 
 @register_lowering("EuclideanNorm", dtypes=NUMERIC, const_inputs=(1,))
-def euclidean_norm(ctx):
+def euclidean_norm(ctx: LoweringContext) -> Value:
     x, axes = _axes(ctx)
-    dtype = x.shape.dtype
+    dtype = ctx.dtype(x)
     if dtype.is_integral:
         total = ctx.reduce(ctx.b.multiply(x, x), axes, Opcode.ADD, 0)
         out = ctx.convert(ctx.b.sqrt(ctx.convert(total, P.F64)), dtype)
@@ -102,12 +104,12 @@ def euclidean_norm(ctx):
 
 
 @register_lowering("L2Loss", dtypes=FLOATS)
-def l2_loss(ctx):
+def l2_loss(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
-    dtype = x.shape.dtype
+    dtype = ctx.dtype(x)
     wide = ctx.convert(x, ru.accumulation_type(dtype))
-    total = ctx.reduce(ctx.b.multiply(wide, wide), range(len(x.shape.dims)), Opcode.ADD, 0)
-    return ctx.convert(ctx.b.multiply(total, ctx.scalar(0.5, wide.shape.dtype)), dtype)
+    total = ctx.reduce(ctx.b.multiply(wide, wide), range(len(ctx.dims(x))), Opcode.ADD, 0)
+    return ctx.convert(ctx.b.multiply(total, ctx.scalar(0.5, ctx.dtype(wide))), dtype)
 
 
 # --- ArgMax / ArgMin -------------------------------------------------------------------------
@@ -120,7 +122,7 @@ _ARG = {
 }
 
 
-def _arg_reducer(ctx, direction: ComparisonDirection, vtype: P, itype: P):
+def _arg_reducer(ctx: LoweringContext, direction: ComparisonDirection, vtype: P, itype: P):
     """``(best_v, best_i, v, i) -> (v, i)`` if ``v`` beats ``best_v``, or ties it at a smaller index."""
     def build(cb):
         av, ai = cb.parameter(scalar(vtype), name="best_v"), cb.parameter(scalar(itype), name="best_i")
@@ -134,16 +136,16 @@ def _arg_reducer(ctx, direction: ComparisonDirection, vtype: P, itype: P):
 
 
 def _arg(direction: ComparisonDirection, initial, identity):
-    def lower(ctx):
+    def lower(ctx: LoweringContext):
         x = ctx.inputs[0]
-        dims = x.shape.dims
+        dims = ctx.dims(x)
         axes = ctx.const_ints(1)
         if len(axes) != 1:
             raise ctx.error(f"{ctx.op_type} takes one dimension, got {axes}")
         (axis,) = ru.reduction_axes(ctx, axes, len(dims))
         if dims[axis] == 0:
             raise ctx.invalid_argument(f"{ctx.op_type}: reduction axis {axis} is empty in shape {list(dims)}")
-        vtype, itype = x.shape.dtype, ctx.dtype_attr("output_type")
+        vtype, itype = ctx.dtype(x), ctx.dtype_attr("output_type")
         idx = ctx.b.iota(iota_dimension=axis, shape=Shape.array(itype, dims))
         if vtype.is_float:
             # Elements that cannot beat Eigen's finite initial value (NaN included) never win:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from hlo.attributes import ComparisonDirection, Window, WindowDim
 from hlo.builder import ComputationBuilder, Value
 from hlo.dtypes import PrimitiveType
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._shape_util import const_axis, iota, slice_axis
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import NUMERIC
@@ -25,7 +26,7 @@ _SCANS = {"Cumsum": (Opcode.ADD, 0), "Cumprod": (Opcode.MULTIPLY, 1)}
 
 
 def _scan(opcode: Opcode, identity: int):
-    def lower(ctx):
+    def lower(ctx: LoweringContext):
         x = ctx.inputs[0]
         dims = ctx.dims(x)
         if not dims:
@@ -34,7 +35,7 @@ def _scan(opcode: Opcode, identity: int):
         n = dims[axis]
         if n == 0:
             return x
-        exclusive, rev = int(bool(ctx.attr("exclusive", False))), bool(ctx.attr("reverse", False))
+        exclusive, rev = int(bool(ctx.attr_bool("exclusive", False))), bool(ctx.attr_bool("reverse", False))
         pad = n - 1 + exclusive
         window = Window(tuple(
             WindowDim(n, 1, 0 if rev else pad, pad if rev else 0) if d == axis else WindowDim(1)
@@ -65,7 +66,7 @@ def _greater_then_lower_index(dtype: PrimitiveType):
 
 
 @register_lowering("TopKV2", dtypes=NUMERIC, const_inputs=(1,))
-def top_k(ctx):
+def top_k(ctx: LoweringContext) -> list[Value]:
     """Values and indices of the k largest entries along the last dim, in descending order (also for
     ``sorted=False``, whose order TF leaves unspecified). NaN ordering is unspecified, as in TF."""
     x = ctx.inputs[0]

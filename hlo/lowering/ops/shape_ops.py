@@ -11,14 +11,16 @@ import math
 
 import numpy as np
 
+from hlo.builder import Value
 from hlo.dtypes import PrimitiveType
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL, FLOATS, INTS
 
 P = PrimitiveType
 
 
-def reshape_dims(ctx, in_dims: tuple[int, ...], sizes: list[int]) -> list[int]:
+def reshape_dims(ctx: LoweringContext, in_dims: tuple[int, ...], sizes: list[int]) -> list[int]:
     """TF's Reshape size rule: one -1 is inferred; zero sizes are left out of the products that infer
     it, so ``[0, 3] -> [-1, 0]`` gives ``[3, 0]``."""
     unknown = [i for i, s in enumerate(sizes) if s == -1]
@@ -44,13 +46,13 @@ def reshape_dims(ctx, in_dims: tuple[int, ...], sizes: list[int]) -> list[int]:
 
 
 @register_lowering("Reshape", dtypes=ALL, const_inputs=(1,))
-def reshape(ctx):
+def reshape(ctx: LoweringContext) -> Value:
     x = ctx.inputs[0]
     return ctx.reshape(x, reshape_dims(ctx, ctx.dims(x), ctx.const_ints(1)))
 
 
 @register_lowering("Transpose", dtypes=ALL, const_inputs=(1,))
-def transpose(ctx):
+def transpose(ctx: LoweringContext) -> Value:
     x = ctx.inputs[0]
     rank = len(ctx.dims(x))
     perm = [p + rank if p < 0 else p for p in ctx.const_ints(1)]
@@ -62,7 +64,7 @@ def transpose(ctx):
 
 
 @register_lowering("ExpandDims", dtypes=ALL, const_inputs=(1,))
-def expand_dims(ctx):
+def expand_dims(ctx: LoweringContext) -> Value:
     x = ctx.inputs[0]
     dims = list(ctx.dims(x))
     values = ctx.const_ints(1)
@@ -73,10 +75,10 @@ def expand_dims(ctx):
 
 
 @register_lowering("Squeeze", dtypes=ALL)
-def squeeze(ctx):
+def squeeze(ctx: LoweringContext) -> Value:
     x = ctx.inputs[0]
     dims = ctx.dims(x)
-    asked = ctx.attr("squeeze_dims", ())
+    asked = ctx.attr_ints("squeeze_dims", ())
     axes = {ctx.normalize_axis(a, len(dims), "squeeze dim") for a in asked}
     for a in axes:
         if dims[a] != 1:
@@ -87,7 +89,7 @@ def squeeze(ctx):
 
 
 @register_lowering("BroadcastTo", dtypes=ALL, const_inputs=(1,))
-def broadcast_to(ctx):
+def broadcast_to(ctx: LoweringContext) -> Value:
     x = ctx.inputs[0]
     target = ctx.const_ints(1)
     if len(target) < len(ctx.dims(x)):
@@ -96,7 +98,7 @@ def broadcast_to(ctx):
 
 
 @register_lowering("Tile", dtypes=ALL - {P.U16}, const_inputs=(1,))
-def tile(ctx):
+def tile(ctx: LoweringContext) -> Value:
     """Broadcast into ``[m0, d0, m1, d1, ...]``, then merge each pair."""
     x = ctx.inputs[0]
     dims = ctx.dims(x)
@@ -113,7 +115,7 @@ def tile(ctx):
 
 
 @register_lowering("Fill", dtypes=ALL, const_inputs=(0,))
-def fill(ctx):
+def fill(ctx: LoweringContext) -> Value:
     value = ctx.inputs[1]
     if ctx.dims(value):
         raise ctx.error(f"value must be a scalar, got dims {list(ctx.dims(value))}")
@@ -127,7 +129,7 @@ _RANGE_TYPES = (FLOATS - {P.F16}) | {P.S32, P.S64}  # TF's shape function reject
 
 
 @register_lowering("Range", dtypes=_RANGE_TYPES, type_attrs=("Tidx",), const_inputs=(0, 1, 2))
-def range_(ctx):
+def range_(ctx: LoweringContext) -> Value:
     """Folded to a constant the way TF's kernel computes it: ``out[i] = start + T(i) * delta`` in T."""
     dtype = ctx.dtype_attr("Tidx")
     start, limit, delta = (np.asarray(ctx.const_input(i)).reshape(()) for i in range(3))
@@ -145,7 +147,7 @@ def range_(ctx):
     return ctx.constant(values.astype(dtype.numpy), dtype)
 
 
-def _index_constant(ctx, values, attr: str = "out_type"):
+def _index_constant(ctx: LoweringContext, values, attr: str = "out_type"):
     dtype = ctx.dtype_attr(attr)
     if dtype == P.S32 and any(v > np.iinfo(np.int32).max for v in np.ravel(values)):
         raise ctx.error(f"value {max(np.ravel(values))} does not fit in int32; use out_type=int64")
@@ -153,21 +155,21 @@ def _index_constant(ctx, values, attr: str = "out_type"):
 
 
 @register_lowering("Shape", dtypes=ALL)
-def shape(ctx):
+def shape(ctx: LoweringContext) -> Value:
     return _index_constant(ctx, np.array(ctx.dims(ctx.inputs[0]), np.int64).reshape(-1))
 
 
 @register_lowering("ShapeN", dtypes=ALL)
-def shape_n(ctx):
+def shape_n(ctx: LoweringContext) -> list[Value]:
     return [_index_constant(ctx, np.array(ctx.dims(x), np.int64).reshape(-1)) for x in ctx.inputs]
 
 
 @register_lowering("Size", dtypes=ALL)
-def size(ctx):
+def size(ctx: LoweringContext) -> Value:
     return _index_constant(ctx, np.int64(math.prod(ctx.dims(ctx.inputs[0]))))
 
 
 @register_lowering("Rank", dtypes=ALL)
-def rank(ctx):
+def rank(ctx: LoweringContext) -> Value:
     return ctx.constant(np.int32(len(ctx.dims(ctx.inputs[0]))), P.S32)
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlo.builder import Value
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.errors import LoweringError
 from hlo.lowering.ops import _reduce_util as ru
 from hlo.lowering.registry import register_lowering
@@ -28,10 +30,10 @@ from hlo.opcodes import Opcode
 from hlo.shapes import Shape
 
 
-def _shifted(ctx, x):
+def _shifted(ctx: LoweringContext, x):
     """``(s, sum(exp(s)))`` for ``s = x - max(x)`` along the last axis; ``sum`` keeps the reduced
     dims broadcast back to ``x``'s dims."""
-    dims = x.shape.dims
+    dims = ctx.dims(x)
     axis = len(dims) - 1
     m = ru.broadcast_back(ctx, ru.max_(ctx, x, (axis,)), dims, (axis,))
     s = ctx.b.subtract(x, m)
@@ -40,34 +42,34 @@ def _shifted(ctx, x):
     return s, e, total
 
 
-def _logits(ctx, x):
-    if not x.shape.dims:
+def _logits(ctx: LoweringContext, x):
+    if not ctx.dims(x):
         raise ctx.error(f"{ctx.op_type} needs logits of rank at least 1, got a scalar")
-    return ctx.convert(x, ru.accumulation_type(x.shape.dtype))
+    return ctx.convert(x, ru.accumulation_type(ctx.dtype(x)))
 
 
 @register_lowering("Softmax", dtypes=FLOATS)
-def softmax(ctx):
+def softmax(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     _, e, total = _shifted(ctx, _logits(ctx, x))
-    return ctx.convert(ctx.b.divide(e, total), x.shape.dtype)
+    return ctx.convert(ctx.b.divide(e, total), ctx.dtype(x))
 
 
 @register_lowering("LogSoftmax", dtypes=FLOATS)
-def log_softmax(ctx):
+def log_softmax(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     s, _, total = _shifted(ctx, _logits(ctx, x))
-    return ctx.convert(ctx.b.subtract(s, ctx.b.log(total)), x.shape.dtype)
+    return ctx.convert(ctx.b.subtract(s, ctx.b.log(total)), ctx.dtype(x))
 
 
 @register_lowering("SoftmaxCrossEntropyWithLogits", dtypes=FLOATS)
-def softmax_cross_entropy(ctx):
+def softmax_cross_entropy(ctx: LoweringContext) -> list[Value]:
     features, labels = ctx.inputs
-    dtype = features.shape.dtype
+    dtype = ctx.dtype(features)
     features, labels = ctx.broadcast_all(*(_logits(ctx, v) for v in (features, labels)))
-    if len(features.shape.dims) != 2:
+    if len(ctx.dims(features)) != 2:
         raise ctx.error("logits and labels must be either 2-dimensional, or broadcasted to be "
-                        f"2-dimensional, got {list(features.shape.dims)}")
+                        f"2-dimensional, got {list(ctx.dims(features))}")
     s, e, total = _shifted(ctx, features)
     per_class = ctx.b.multiply(labels, ctx.b.subtract(ctx.b.log(total), s))
     loss = ctx.reduce(per_class, (1,), Opcode.ADD, 0)
@@ -75,7 +77,7 @@ def softmax_cross_entropy(ctx):
     return [ctx.convert(loss, dtype), ctx.convert(backprop, dtype)]
 
 
-def _check_constant_labels(ctx, classes: int) -> None:
+def _check_constant_labels(ctx: LoweringContext, classes: int) -> None:
     try:
         labels = np.asarray(ctx.const_input(1))
     except LoweringError:
@@ -87,19 +89,19 @@ def _check_constant_labels(ctx, classes: int) -> None:
 
 
 @register_lowering("SparseSoftmaxCrossEntropyWithLogits", dtypes=FLOATS)
-def sparse_softmax_cross_entropy(ctx):
+def sparse_softmax_cross_entropy(ctx: LoweringContext) -> list[Value]:
     features, labels = ctx.inputs
-    dtype = features.shape.dtype
-    dims = features.shape.dims
-    if len(dims) != 2 or labels.shape.dims != dims[:1]:
+    dtype = ctx.dtype(features)
+    dims = ctx.dims(features)
+    if len(dims) != 2 or ctx.dims(labels) != dims[:1]:
         raise ctx.error(f"logits must be a matrix and labels a vector of its rows, got logits "
-                        f"{list(dims)} and labels {list(labels.shape.dims)}")
+                        f"{list(dims)} and labels {list(ctx.dims(labels))}")
     if dims[1] == 0:
         raise ctx.error(f"Must have at least one class, but got logits shape {list(dims)}")
     _check_constant_labels(ctx, dims[1])
     s, e, total = _shifted(ctx, _logits(ctx, features))
-    acc = s.shape.dtype
-    ltype = labels.shape.dtype
+    acc = ctx.dtype(s)
+    ltype = ctx.dtype(labels)
     classes = ctx.b.iota(iota_dimension=1, shape=Shape.array(ltype, dims))
     hot = ctx.compare(classes, ctx.broadcast_in_dim(labels, dims, (0,)), "EQ")
     zeros = ctx.full(0, s)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hlo.builder import Value
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._shape_util import reverse, slice_dims
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL
@@ -41,7 +43,7 @@ class DimSlice:
         return -(-span // self.stride) if self.stride > 0 else -(-(-span) // -self.stride)
 
 
-def _dense(ctx, rank: int, begin, end, strides, masks: dict[str, int]):
+def _dense(ctx: LoweringContext, rank: int, begin, end, strides, masks: dict[str, int]):
     """Expand the sparse spec: per input dim (begin, end, stride, begin_masked, end_masked, shrink), and the
     final shape as a list of input dims (``NEW_AXIS`` for inserted axes; shrunk dims left out)."""
     n = len(begin)
@@ -52,7 +54,8 @@ def _dense(ctx, rank: int, begin, end, strides, masks: dict[str, int]):
     if not ellipsis & ((1 << n) - 1):
         ellipsis |= 1 << n  # an implicit trailing ellipsis
         entries.append(n)
-    dense, final = [], []
+    dense: list[tuple[int, int, int, bool, bool, bool]] = []
+    final: list[int] = []
     for i in entries:
         bit = 1 << i
         if ellipsis & bit:
@@ -74,7 +77,7 @@ def _dense(ctx, rank: int, begin, end, strides, masks: dict[str, int]):
     return dense, final
 
 
-def _canonical(ctx, axis: int, n: int, spec) -> DimSlice:
+def _canonical(ctx: LoweringContext, axis: int, n: int, spec) -> DimSlice:
     begin, end, stride, begin_masked, end_masked, shrink = spec
     if stride == 0:
         raise ctx.error(f"strides[{axis}] must be non-zero")
@@ -95,21 +98,21 @@ def _canonical(ctx, axis: int, n: int, spec) -> DimSlice:
     return DimSlice(bound(begin, begin_masked, False), bound(end, end_masked, True), stride, False)
 
 
-def slice_spec(ctx, dims, first: int) -> tuple[list[DimSlice], list[int]]:
+def slice_spec(ctx: LoweringContext, dims, first: int) -> tuple[list[DimSlice], list[int]]:
     """The per-dim slices and final shape of a strided slice of ``dims`` whose constant begin, end and
     strides are inputs ``first``.. ``first + 2`` (StridedSlice and StridedSliceGrad share this)."""
     begin, end, strides = ctx.const_ints(first), ctx.const_ints(first + 1), ctx.const_ints(first + 2)
     if not len(begin) == len(end) == len(strides):
         raise ctx.error(f"begin, end and strides must have the same length, got {len(begin)}, {len(end)}, "
                         f"{len(strides)}")
-    masks = {k: ctx.attr(k, 0) for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
+    masks = {k: ctx.attr_int(k, 0) for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
                                          "shrink_axis_mask")}
     dense, final = _dense(ctx, len(dims), begin, end, strides, masks)
     return [_canonical(ctx, i, n, spec) for i, (n, spec) in enumerate(zip(dims, dense))], final
 
 
 @register_lowering("StridedSlice", dtypes=ALL, const_inputs=(1, 2, 3))
-def strided_slice(ctx):
+def strided_slice(ctx: LoweringContext) -> Value:
     x = ctx.inputs[0]
     dims = ctx.dims(x)
     slices, final = slice_spec(ctx, dims, first=1)
