@@ -90,9 +90,9 @@ class HloComputation:
 
     @cached_property
     def parameters(self) -> tuple[HloInstruction, ...]:
-        """Parameter instructions ordered by parameter number."""
+        """Parameter instructions ordered by parameter number (any without one last, for the verifier)."""
         params = [i for i in self.instructions if i.opcode is Opcode.PARAMETER]
-        return tuple(sorted(params, key=lambda p: p.parameter_number))
+        return tuple(sorted(params, key=lambda p: (p.parameter_number is None, p.parameter_number or 0)))
 
     @property
     def program_shape(self) -> ProgramShape:

@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from hlo.dtypes import PrimitiveType
-from hlo.shapes import Shape, ShapeLike
+from hlo.shapes import Shape, ShapeLike, array_shape
 
 
 class Literal:
@@ -23,7 +23,8 @@ class Literal:
         self.shape = shape
         self.elements = elements
         if array is not None:
-            array = np.array(array, dtype=shape.dtype.numpy, copy=True).reshape(shape.dims)
+            arr_shape = array_shape(shape)  # an array value needs an array shape
+            array = np.array(array, dtype=arr_shape.dtype.numpy, copy=True).reshape(arr_shape.dims)
             array.setflags(write=False)
         self.array = array
 
@@ -101,7 +102,7 @@ def format_literal(lit: Literal) -> str:
         return "(" + ", ".join(format_literal(e) for e in lit.elements) + ")"
     if lit.array is None:
         return "{...}"
-    dtype = lit.shape.dtype
+    dtype = array_shape(lit.shape).dtype
     arr = lit.array
 
     if arr.ndim == 0:

@@ -10,6 +10,7 @@ import hlo
 from hlo import (
     ComparisonDirection, ConvDimLabels, FusionKind, HloParseError, PadDim, PrimitiveType, SliceDim, WindowDim,
 )
+from hlo.text.printer import format_instruction
 
 # A hand-written module exercising every attribute codec and shape form the parser knows.
 KITCHEN_SINK = r"""
@@ -130,6 +131,12 @@ def test_nan_constants_keep_sign_and_compare_equal() -> None:
     assert np.isnan(arr[0]) and not np.signbit(arr[0]) and np.isnan(arr[1]) and np.signbit(arr[1])
     assert "constant({nan, -nan, 1})" in m.to_text()
     assert hlo.parse_module(m.to_text()) == m
+
+
+def test_constant_without_literal_prints_elided() -> None:
+    """An unverified module can be printed (e.g. while reporting why it fails to verify)."""
+    inst = hlo.HloInstruction("c", hlo.Opcode.CONSTANT, hlo.scalar("f32"))
+    assert format_instruction(inst) == "%c = f32[] constant({...})"
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64])

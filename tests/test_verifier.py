@@ -224,6 +224,18 @@ def test_duplicate_parameter_numbers() -> None:
     _fails(hlo.parse_module(text), "instruction %b", "parameter number 0 is used by both %a and %b")
 
 
+def test_parameter_without_number_is_reported_with_an_entry_layout() -> None:
+    """The module's own layout check reads the parameters in number order; one without a number used to
+    make that sort raise TypeError before the verifier could name it."""
+    a = HloInstruction("a", Opcode.PARAMETER, scalar("f32"), parameter_number=0)
+    b = HloInstruction("b", Opcode.PARAMETER, scalar("f32"))
+    s = HloInstruction("s", Opcode.ADD, scalar("f32"), ("a", "b"))
+    layout = hlo.ProgramShape((scalar("f32"), scalar("f32")), scalar("f32"))
+    module = HloModule("m", (HloComputation("main", (a, b, s), "s"),), "main",
+                       hlo.Attrs([("entry_computation_layout", layout)]))
+    _fails(module, "instruction %b", "parameter has no valid parameter number (None)")
+
+
 def test_parameter_numbers_must_be_dense() -> None:
     text = _entry("  %a = f32[] parameter(0)\n  %b = f32[] parameter(2)\n  ROOT %s = f32[] add(%a, %b)")
     _fails(hlo.parse_module(text), "in computation %main", "parameter numbers must be 0..1, but 1 is missing")

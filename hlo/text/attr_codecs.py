@@ -215,7 +215,7 @@ def format_dim_labels(d: ConvDimLabels) -> str:
 
 def read_metadata(s: Scanner) -> OpMetadata:
     s.expect("{")
-    fields = []
+    fields: list[tuple[str, str | int | Raw | Ident]] = []
     while not s.accept("}"):
         key = s.word("a metadata key")
         s.expect("=")

@@ -20,7 +20,8 @@ def format_instruction(inst: HloInstruction, comp: HloComputation | None = None,
     if inst.opcode is Opcode.PARAMETER:
         args = str(inst.parameter_number)
     elif inst.opcode is Opcode.CONSTANT:
-        args = format_literal(inst.literal)
+        # an unverified module may lack the value: print it elided, as XLA does for large literals
+        args = format_literal(inst.literal) if inst.literal is not None else "{...}"
     else:
         parts = []
         for op in inst.operands:

@@ -137,10 +137,10 @@ def _bad_layout(shape: ShapeLike) -> Shape | None:
 def _check_call_graph(module: HloModule) -> None:
     callees = {c.name: [(i.name, n) for i in c.instructions for n in i.called_computations]
                for c in module.computations}
-    for comp, calls in callees.items():
+    for caller, calls in callees.items():
         for inst, callee in calls:
             if callee == module.entry_name:
-                raise HloVerifierError(f"calls the ENTRY computation %{callee}", comp, inst)
+                raise HloVerifierError(f"calls the ENTRY computation %{callee}", caller, inst)
     state: dict[str, int] = {}  # 1: on the DFS stack, 2: done
     path: list[str] = []
 
