@@ -257,7 +257,9 @@ class _Clusterer:
             self.merge_all()
         minimum = 1 if self.options.must_compile else self.options.min_cluster_size
         roots = sorted(self.members, key=lambda r: self.index.position[self.first_node(r)])
-        clusters, excluded, cluster_of = [], {}, {}
+        clusters: list[Cluster] = []
+        excluded: dict[str, str] = {}
+        cluster_of: dict[str, str] = {}
         for root in roots:
             nodes = tuple(sorted(self.members[root], key=self.index.position.__getitem__))
             size = self.size[root]

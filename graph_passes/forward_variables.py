@@ -24,6 +24,7 @@ ordered by the graph's edges (``skipped`` says which and why).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from graph_passes._graph import GraphIndex
 from hlo.lowering.tensor_names import control, control_inputs, node_name, tensor
@@ -128,12 +129,13 @@ def forward_variables(graph_def, *, assign_values: bool = True) -> ForwardResult
             skipped[handle] = f"'{unordered[0]}' and '{unordered[1]}' are not ordered by the graph"
             continue
         current: str | None = None  # tensor holding the variable's value at this point
-        pending = None  # an add/sub write whose new value (current +/- delta) is built only if read
+        # an add/sub write and the value it applies to: its new value (value +/- delta) is built only if read
+        pending: tuple[Any, str] | None = None
         for original in ops:
             node = nodes[original.name]
             if node.op == READ:
                 if pending is not None:
-                    current, pending = _combine(out, taken, pending, current), None
+                    current, pending = _combine(out, taken, *pending), None
                 if current is None:
                     current = tensor(node.name, 0)
                     continue
@@ -148,10 +150,10 @@ def forward_variables(graph_def, *, assign_values: bool = True) -> ForwardResult
                 current, pending = node.input[1], None
             else:
                 if pending is not None:
-                    current = _combine(out, taken, pending, current)
+                    current = _combine(out, taken, *pending)
                 elif current is None:
                     current = _initial_read(out, taken, node)
-                pending = node
+                pending = (node, current)
                 if assign_values:
                     current, pending = _combine(out, taken, node, current), None
                     _assign(node, current)

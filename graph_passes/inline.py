@@ -193,13 +193,14 @@ def inline_calls(graph_def, fetches: Iterable[str] = (), *, max_depth: int = 64)
         node.CopyFrom(original)
         nodes.append(node)
     taken = {n.name for n in nodes}
-    inlined, skipped, origins = 0, {}, {}
+    inlined = 0
+    skipped: dict[str, str] = {}  # call node -> why it stays a call
+    origins: dict[str, str] = {}  # inlined node -> function::node it came from
     for _ in range(max_depth):
-        calls = [n for n in nodes if _called_function(n, library) is not None and n.name not in skipped]
+        calls = [(n, f) for n in nodes if (f := _called_function(n, library)) is not None and n.name not in skipped]
         replacement: dict[str, tuple[list, list[str], list[str]]] = {}
         rewire: dict[str, str] = {}  # "call:k" -> result tensor
-        for call in calls:
-            fname = _called_function(call, library)
+        for call, fname in calls:
             why = _why_not(call, fname, library)
             if why:
                 skipped[call.name] = why

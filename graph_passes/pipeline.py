@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from graph_passes.cluster import ClusterOptions, Clustering, RefusedMerge, cluster_nodes
 from graph_passes.extract import ClusterSpec, extract_clusters
@@ -32,8 +32,8 @@ MAX_REFUSED_LINES = 50  # refused merges listed in the text summary
 
 @dataclass
 class ClusteringResult:
-    original: object  # the GraphDef given
-    graph_def: object  # after inlining and forwarding: what was marked, clustered and is rewritten
+    original: Any  # the GraphDef given (TensorFlow ships no type stubs)
+    graph_def: Any  # after inlining and forwarding: what was marked, clustered and is rewritten
     fetches: list[str]
     options: ClusterOptions
     marking: Marking
@@ -126,8 +126,8 @@ def analyze(graph_def, fetches: Sequence[str], options: ClusterOptions = Cluster
     inlined = inline_calls(graph_def, fetches)
     graph, forwarded = inlined.graph_def, []
     if forward:
-        result = forward_variables(graph)
-        graph, forwarded = result.graph_def, result.forwarded
+        fwd = forward_variables(graph)
+        graph, forwarded = fwd.graph_def, fwd.forwarded
     marking = mark_compilable(graph, resource_shapes=resource_shapes, input_shapes=input_shapes)
     clustering = cluster_nodes(marking, options)
     clusters = extract_clusters(marking, clustering, fetches)
@@ -179,8 +179,9 @@ def analyze_function(concrete_function, options: ClusterOptions = ClusterOptions
     graph = concrete_function.graph
     fetches = [t.name for t in graph.outputs] + [control(op.name) for op in graph.control_outputs]
     input_shapes = None
-    if batch_size is not None:
-        input_shapes = {name: (batch_size, *dims[1:]) for name, dims in batched_inputs(concrete_function).items()}
+    if batch_size is not None:  # batched_inputs: only the leading dim is unknown
+        input_shapes = {name: (batch_size, *(d for d in dims[1:] if d is not None))
+                        for name, dims in batched_inputs(concrete_function).items()}
     result = analyze(graph.as_graph_def(), fetches, options, resource_shapes=resource_shapes_of(concrete_function),
                      input_shapes=input_shapes)
     result.sources = result.node_sources(python_sources(graph))

@@ -24,12 +24,15 @@ For each ``ClusterSpec`` (from ``extract``), in order:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from graph_passes._graph import GraphIndex
 from graph_passes.inline import referenced_functions
 from hlo.lowering.tensor_names import (canonical, control, control_inputs, data_inputs, fetch_nodes, node_name,
                                        parse_input, tensor)
+
+if TYPE_CHECKING:
+    from graph_passes.extract import ClusterSpec
 
 LAUNCH_OP = "TfxlaLaunch"
 
@@ -167,7 +170,7 @@ def _drop_colocation(node, removed: set[str]) -> None:
         del node.attr["_class"]
 
 
-def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], LaunchSpec], *,
+def rewrite_clusters(graph_def, clusters: Sequence[ClusterSpec], launch: Callable[[ClusterSpec], LaunchSpec], *,
                      fetches: Sequence[str] = (), keep_fetch_names: bool = True) -> RewriteResult:
     """Replace each cluster of ``graph_def`` (``ClusterSpec`` objects from ``extract``) by one launch node."""
     import tensorflow as tf
@@ -208,7 +211,7 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
             if consumer not in before and consumer not in unobserved:
                 unobserved.add(consumer)
                 work.append(consumer)
-    new_nodes: dict[str, list] = {}  # GraphDef position of the replaced node -> nodes placed there
+    new_nodes: dict[int, list] = {}  # GraphDef position of the replaced node -> nodes placed there
     records: dict[str, LaunchRecord] = {}
     for spec in clusters:
         if spec.name not in launch_nodes:
@@ -224,8 +227,8 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
             const = tf.compat.v1.NodeDef(name=_unique(f"{name}/kernel_path", taken), op="Const", device=spec.device)
             const.attr["dtype"].type = tf.string.as_datatype_enum
             path = decided.kernel_path or ""
-            value = path.encode() if isinstance(path, str) else [p.encode() for p in path]
-            const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value, dtype=tf.string))
+            paths = path.encode() if isinstance(path, str) else [p.encode() for p in path]
+            const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(paths, dtype=tf.string))
             placed.append(const)
             node.input.append(tensor(const.name, 0))
         inputs = tuple(data_input(p.tensor) for p in spec.inputs)
@@ -238,7 +241,7 @@ def rewrite_clusters(graph_def, clusters: Sequence, launch: Callable[[object], L
             node.attr[key].CopyFrom(value)
         placed.append(node)
 
-    nodes = []
+    nodes: list[Any] = []  # NodeDefs
     for i, original in enumerate(graph_def.node):
         nodes.extend(new_nodes.get(i, ()))
         if original.name in unobserved:
