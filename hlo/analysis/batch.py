@@ -23,14 +23,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 from hlo.attributes import ConvDimLabels, Window
 from hlo.errors import HloError
 from hlo.ir import HloInstruction, HloModule
 from hlo.opcodes import Opcode as O
 from hlo.passes.dce import DeadCodeElimination
-from hlo.shapes import TupleShape
+from hlo.shapes import TupleShape, array_shape
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,8 @@ class Batch:
         return Batch(dim, self.factor)
 
 
-Info = Union[Batch, None, tuple]  # an array's batch, None if batch-free, a tuple for tuple values
+ArrayInfo = Optional[Batch]  # an array's batch, None if batch-free
+Info = Union[ArrayInfo, tuple]  # a tuple (of Infos) for tuple values
 
 
 class NotBatchPolymorphic(HloError):
@@ -74,6 +75,11 @@ class _Ctx:
         where = f", TF node {node}" if node else ""
         return NotBatchPolymorphic(f"%{self.ins.name} ({self.ins.opcode.text}{where}): {why}")
 
+    @property
+    def dims(self) -> tuple[int, ...]:
+        """The dims of the instruction's array result (in module a)."""
+        return array_shape(self.ins.shape).dims
+
     def batched(self) -> list[int]:
         return [k for k, i in enumerate(self.ops) if i is not None]
 
@@ -96,7 +102,7 @@ def _diff_dims(a, b) -> set[int] | None:
     return {i for i, (x, y) in enumerate(zip(a.dims, b.dims)) if x != y}
 
 
-def _shape_batch(ctx: _Ctx) -> Info:
+def _shape_batch(ctx: _Ctx) -> ArrayInfo:
     """The batch of a value made without batched operands (iota, broadcast of a batch-free value)."""
     diff = _diff_dims(ctx.ins.shape, ctx.other.shape)
     if not diff:
@@ -104,12 +110,12 @@ def _shape_batch(ctx: _Ctx) -> Info:
     if len(diff) > 1:
         raise ctx.fail(f"shape changes with the batch size in dims {sorted(diff)}")
     e = diff.pop()
-    if ctx.ins.shape.dims[e] % ctx.ba:
+    if ctx.dims[e] % ctx.ba:
         raise ctx.fail(f"dim {e} changes with the batch size but is not a multiple of it")
-    return Batch(e, ctx.ins.shape.dims[e] // ctx.ba)
+    return Batch(e, ctx.dims[e] // ctx.ba)
 
 
-def _same(ctx: _Ctx) -> Info:
+def _same(ctx: _Ctx) -> ArrayInfo:
     """Operands that are batched must all be batched alike, which the result keeps."""
     found = {ctx.ops[k] for k in ctx.batched()}
     if len(found) > 1:
@@ -149,11 +155,11 @@ def _reshape(ctx: _Ctx) -> Info:
     e = next(iter(diff))
     # Rows stay whole and outermost in dim e when the dims before it hold the same elements.
     for shape_in, shape_out in ((ctx.shapes[0], ctx.ins.shape), (ctx.other_shapes[0], ctx.other.shape)):
-        if math.prod(shape_in.dims[:b.dim]) != math.prod(shape_out.dims[:e]):
+        if math.prod(shape_in.dims[:b.dim]) != math.prod(array_shape(shape_out).dims[:e]):
             raise ctx.fail("the reshape merges the batch dimension with a dimension outside it")
-    if ctx.ins.shape.dims[e] % ctx.ba:
+    if ctx.dims[e] % ctx.ba:
         raise ctx.fail("the reshape splits the batch dimension")
-    return Batch(e, ctx.ins.shape.dims[e] // ctx.ba)
+    return Batch(e, ctx.dims[e] // ctx.ba)
 
 
 @_rule(O.TRANSPOSE)
@@ -202,7 +208,7 @@ def _reverse(ctx: _Ctx) -> Info:
     return b
 
 
-def _reduced(ctx: _Ctx, n_inputs: int) -> Info:
+def _reduced(ctx: _Ctx, n_inputs: int) -> ArrayInfo:
     if any(i is not None for i in ctx.ops[n_inputs:]):
         raise ctx.fail("the init value depends on the batch")
     b = _same(dataclasses.replace(ctx, ops=ctx.ops[:n_inputs]))
@@ -284,7 +290,7 @@ def _gather(ctx: _Ctx) -> Info:
         raise ctx.fail("the batch dimension indexes the operand")
     index_batch = [i for i in range(len(ctx.shapes[1].dims)) if i != ivd]
     offset = set(ctx.ins.attr("offset_dims", ()))
-    out_batch = [i for i in range(len(ctx.ins.shape.dims)) if i not in offset]
+    out_batch = [i for i in range(len(ctx.dims)) if i not in offset]
     return indices.at(out_batch[index_batch.index(indices.dim)])
 
 
@@ -316,7 +322,7 @@ def _gte(ctx: _Ctx) -> Info:
 
 
 def _elementwise_or_refuse(ctx: _Ctx) -> Info:
-    same_rank = ctx.ins.opcode == O.BITCAST_CONVERT and len(ctx.shapes[0].dims) == len(ctx.ins.shape.dims)
+    same_rank = ctx.ins.opcode == O.BITCAST_CONVERT and len(ctx.shapes[0].dims) == len(ctx.dims)
     if ctx.ins.opcode.is_elementwise or ctx.ins.opcode in (O.MAP, O.COPY, O.REDUCE_PRECISION) or same_rank:
         return _same(ctx)
     if ctx.batched() or _diff_dims_any(ctx.ins.shape, ctx.other.shape):
@@ -346,6 +352,8 @@ def _check_shape(ctx: _Ctx, info: Info, a, b) -> None:
             raise ctx.fail(f"its shape changes with the batch size (dims {sorted(diff)}) in a way the "
                            f"rules cannot follow")
         return
+    if isinstance(info, tuple):
+        raise ctx.fail("a tuple of batches for an array result (a rule's bug)")
     d, f = info.dim, info.factor
     if diff != {d} or a.dims[d] != ctx.ba * f or b.dims[d] != ctx.bb * f:
         raise ctx.fail(f"its batch dimension {d} does not scale with the batch size "
@@ -386,9 +394,10 @@ def batch_polymorphism(a: HloModule, b: HloModule, ba: int, bb: int,
         problem = _same_instruction(x, y)
         if problem:
             raise ctx.fail(problem)
+        info: Info
         if x.opcode == O.PARAMETER:
-            k = x.parameter_number
-            info = Batch(0) if k < len(batched) and batched[k] else None
+            k = x.parameter_number  # a verified module's parameters have their numbers
+            info = Batch(0) if k is not None and k < len(batched) and batched[k] else None
         else:
             info = _RULES.get(x.opcode, _elementwise_or_refuse)(ctx)
         if x.opcode == O.SLICE and info is None and x.attr("slice") != y.attr("slice"):
