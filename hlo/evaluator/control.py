@@ -29,7 +29,7 @@ from hlo.evaluator import Evaluator, Value, eval_rule
 from hlo.evaluator.structural import batch_dims, operand_shapes
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
-from hlo.shapes import TupleShape
+from hlo.shapes import Shape, TupleShape
 
 MAX_WHILE_ITERATIONS = 1 << 24
 
@@ -137,9 +137,10 @@ def _topk(ev, inst, vals):
     from hlo.evaluator.sorting import merge_sort_order
 
     (x,) = vals
-    if not isinstance(inst.shape, TupleShape) or len(inst.shape.elements) != 2 or x.ndim == 0:
+    values_shape = inst.shape.elements[0] if isinstance(inst.shape, TupleShape) and len(inst.shape.elements) == 2 else None
+    if not isinstance(values_shape, Shape) or x.ndim == 0:
         raise HloEvaluationError(f"%{inst.name}: TopK takes one array and returns (values, indices)")
-    k = inst.shape.elements[0].dims[-1]
+    k = values_shape.dims[-1]
     refs = inst.attr("called_computations", ())
     refs = refs if isinstance(refs, tuple) else (refs,)
     if len(refs) != 1:

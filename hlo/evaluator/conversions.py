@@ -29,7 +29,7 @@ from hlo.evaluator import eval_rule
 from hlo.opcodes import Opcode
 
 P = PrimitiveType
-_UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
+_UINT: dict[int, np.dtype] = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
 _SUB_BYTE_CONTAINER = {P.S4: np.dtype(np.int8), P.U4: np.dtype(np.uint8)}
 # (exponent bits, mantissa bits) of the float formats reduce-precision accepts.
 _FLOAT_FORMAT = {P.F16: (5, 10), P.BF16: (8, 7), P.F32: (8, 23), P.F64: (11, 52)}

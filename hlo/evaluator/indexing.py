@@ -35,6 +35,7 @@ from hlo.evaluator.callees import combine_at
 from hlo.index_check import node_name, scatter_violation, violation
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
+from hlo.shapes import array_shape
 
 
 def _index_vectors(indices: np.ndarray, index_vector_dim: int) -> np.ndarray:
@@ -85,7 +86,7 @@ def _gather(ev: Evaluator, inst: HloInstruction, vals: list[np.ndarray]):
     check = inst.attr("index_check", None)
     if check is not None:
         problem = violation(check, operand.shape, indices, inst.attr("start_index_map", ()),
-                            inst.shape.num_elements, node_name(inst))
+                            array_shape(inst.shape).num_elements, node_name(inst))
         if problem:
             raise HloInvalidArgumentError(problem)
     starts = _starts(_index_vectors(indices, ivd), operand.ndim, inst.attr("start_index_map", ()),
@@ -136,8 +137,8 @@ def _scatter(ev: Evaluator, inst: HloInstruction, vals: list[np.ndarray]):
     ups = [np.transpose(u, perm).astype(o.dtype) for u, o in zip(updates, operands)]
     outs = [o.copy().reshape(-1) for o in operands]
     if outs[0].size and ups[0].size:
-        index = _window_index(starts, window_dims, window_shape)
-        index = [np.clip(np.broadcast_to(i, ups[0].shape), 0, max(s - 1, 0)) for i, s in zip(index, shape)]
+        index = [np.clip(np.broadcast_to(i, ups[0].shape), 0, max(s - 1, 0))
+                 for i, s in zip(_window_index(starts, window_dims, window_shape), shape)]
         targets = np.ravel_multi_index(index, shape) if shape else np.zeros(ups[0].shape, np.int64)
         keep = np.broadcast_to(in_bounds.reshape(in_bounds.shape + (1,) * len(window_shape)), ups[0].shape)
         combine_at(ev, inst.attr("to_apply").name, outs, targets[keep], [u[keep] for u in ups])
@@ -167,7 +168,7 @@ def _clamped(starts: list[int], dims, sizes) -> tuple[slice, ...]:
 @eval_rule(Opcode.DYNAMIC_SLICE)
 def _dynamic_slice(ev: Evaluator, inst: HloInstruction, vals: list[np.ndarray]):
     operand = vals[0]
-    sizes = inst.attr("dynamic_slice_sizes", inst.shape.dims)
+    sizes = inst.attr("dynamic_slice_sizes", array_shape(inst.shape).dims)
     if any(s > d for s, d in zip(sizes, operand.shape)):
         raise ValueError(f"slice sizes {list(sizes)} exceed operand dims {list(operand.shape)}")
     return operand[_clamped(_dynamic_starts(vals[1:], operand.ndim), operand.shape, sizes)].copy()

@@ -28,6 +28,7 @@ from hlo.evaluator.callees import is_float
 from hlo.evaluator.reductions import windowed
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
+from hlo.shapes import array_shape
 
 
 def _accumulator(out_dtype) -> np.dtype:
@@ -44,7 +45,7 @@ def _size(dims) -> int:
 @eval_rule(Opcode.DOT)
 def _dot(ev: Evaluator, inst: HloInstruction, vals: list[np.ndarray]):
     lhs, rhs = vals
-    acc = _accumulator(inst.shape.dtype.numpy)
+    acc = _accumulator(array_shape(inst.shape).dtype.numpy)
     lb, lc = list(inst.attr("lhs_batch_dims", ())), list(inst.attr("lhs_contracting_dims", ()))
     rb, rc = list(inst.attr("rhs_batch_dims", ())), list(inst.attr("rhs_contracting_dims", ()))
     lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
@@ -64,7 +65,7 @@ def _convolution(ev: Evaluator, inst: HloInstruction, vals: list[np.ndarray]):
     window = inst.attr("window")
     groups = inst.attr("feature_group_count", 1)
     batch_groups = inst.attr("batch_group_count", 1)
-    acc = _accumulator(inst.shape.dtype.numpy)
+    acc = _accumulator(array_shape(inst.shape).dtype.numpy)
     x = np.transpose(lhs, (labels.input_batch, labels.input_feature) + labels.input_spatial).astype(acc)
     w = np.transpose(rhs, (labels.kernel_output_feature, labels.kernel_input_feature)
                      + labels.kernel_spatial).astype(acc)

@@ -43,8 +43,8 @@ def identity(ufunc: np.ufunc, dtype: np.dtype) -> np.ndarray:
         return np.array(info.min if lowest else info.max, dtype)
     inf = np.array(-np.inf if lowest else np.inf).astype(dtype)
     if np.isnan(inf.astype(np.float32)):  # a type without infinities (f8e4m3fn)
-        info = ml_dtypes.finfo(dtype)
-        return np.array(info.min if lowest else info.max, dtype)
+        finfo = ml_dtypes.finfo(dtype)
+        return np.array(finfo.min if lowest else finfo.max, dtype)
     return inf
 
 

@@ -27,7 +27,7 @@ from hlo.evaluator import Evaluator, eval_rule
 from hlo.evaluator.conversions import convert_array
 from hlo.ir import HloComputation, HloInstruction
 from hlo.opcodes import Opcode
-from hlo.shapes import Shape, ShapeLike, TupleShape
+from hlo.shapes import Shape, ShapeLike, TupleShape, array_shape
 
 TOKEN = np.zeros((0,), np.bool_)
 TOKEN.setflags(write=False)
@@ -45,6 +45,11 @@ def operand_shapes(ev: Evaluator, inst: HloInstruction) -> list[ShapeLike]:
     if comp is None:
         raise HloEvaluationError(f"%{inst.name} is not an instruction of module {ev.module.name}")
     return [comp[o].shape for o in inst.operands]
+
+
+def operand_array_shapes(ev: Evaluator, inst: HloInstruction) -> list[Shape]:
+    """``operand_shapes`` of an instruction whose operands are all arrays."""
+    return [array_shape(s) for s in operand_shapes(ev, inst)]
 
 
 def batch_dims(values: list, shapes: list[ShapeLike]) -> tuple[int, ...]:
@@ -122,18 +127,19 @@ def _broadcast(ev, inst, vals):
 @eval_rule(Opcode.RESHAPE)
 def _reshape(ev, inst, vals):
     (x,) = vals
-    (src,) = operand_shapes(ev, inst)
-    return np.reshape(x, x.shape[:x.ndim - src.rank] + inst.shape.dims)
+    (src,) = operand_array_shapes(ev, inst)
+    return np.reshape(x, x.shape[:x.ndim - src.rank] + array_shape(inst.shape).dims)
 
 
 @eval_rule(Opcode.DYNAMIC_RESHAPE)
 def _dynamic_reshape(ev, inst, vals):
     """Reshape to the run-time sizes (operands 1..), placed at the start of the result's bounds."""
-    x, sizes = vals[0], [int(np.asarray(s)) if np.ndim(s) == 0 else None for s in vals[1:]]
-    src = operand_shapes(ev, inst)[0]
-    if x.ndim != src.rank or None in sizes:
+    x = vals[0]
+    src = operand_array_shapes(ev, inst)[0]
+    if x.ndim != src.rank or any(np.ndim(s) != 0 for s in vals[1:]):
         raise HloEvaluationError(f"%{inst.name}: dynamic-reshape cannot run elementwise on a batch")
-    bounds = inst.shape.dims
+    sizes = [int(np.asarray(s)) for s in vals[1:]]
+    bounds = array_shape(inst.shape).dims
     if any(not 0 <= s <= b for s, b in zip(sizes, bounds)) or int(np.prod(sizes)) != x.size:
         raise HloEvaluationError(f"%{inst.name}: cannot reshape {list(x.shape)} to sizes {sizes} "
                                  f"within bounds {list(bounds)}")
@@ -154,8 +160,8 @@ def _major_to_minor(shape: Shape, what: str) -> list[int]:
 @eval_rule(Opcode.BITCAST)
 def _bitcast(ev, inst, vals):
     (x,) = vals
-    (src,) = operand_shapes(ev, inst)
-    dst = inst.shape
+    (src,) = operand_array_shapes(ev, inst)
+    dst = array_shape(inst.shape)
     nb = x.ndim - src.rank
     batch = x.shape[:nb]
     physical = np.transpose(x, list(range(nb)) + [nb + d for d in _major_to_minor(src, "operand")])
@@ -225,7 +231,7 @@ def _reverse(ev, inst, vals):
 @eval_rule(Opcode.GET_DIMENSION_SIZE)
 def _get_dimension_size(ev, inst, vals):
     (x,) = vals
-    (src,) = operand_shapes(ev, inst)
+    (src,) = operand_array_shapes(ev, inst)
     (d,) = inst.attr("dimensions")
     return np.int32(x.shape[x.ndim - src.rank + d])
 
@@ -234,7 +240,7 @@ def _get_dimension_size(ev, inst, vals):
 def _set_dimension_size(ev, inst, vals):
     """Values keep their static bound; a size below it only marks the tail as padding (kept as is)."""
     x, size = vals
-    (src, _) = operand_shapes(ev, inst)
+    (src, _) = operand_array_shapes(ev, inst)
     (d,) = inst.attr("dimensions")
     bound = src.dims[d]
     if np.any((np.asarray(size) < 0) | (np.asarray(size) > bound)):

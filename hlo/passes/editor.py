@@ -92,7 +92,7 @@ class ComputationEditor:
                     continue
                 stack.append((name, True))
                 deps = [o for o in inst.operands if o in self.insts and o not in emitted]
-                for d in sorted(deps, key=position.get, reverse=True):
+                for d in sorted(deps, key=position.__getitem__, reverse=True):
                     stack.append((d, False))
         return self.comp.replace(instructions=tuple(out), root_name=self.root)
 

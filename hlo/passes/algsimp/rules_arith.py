@@ -16,7 +16,7 @@ from hlo.dtypes import PrimitiveType
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 from hlo.passes.algsimp.context import Replacement, RewriteContext, rule
-from hlo.shapes import Shape
+from hlo.shapes import Shape, array_shape
 
 
 def _array(inst: HloInstruction) -> Shape | None:
@@ -44,8 +44,8 @@ def extreme(dtype: PrimitiveType, lowest: bool) -> np.ndarray:
     with np.errstate(all="ignore"):
         inf = np.array(-np.inf if lowest else np.inf).astype(np_type)
     if np.isnan(inf.astype(np.float32)):  # a type without infinities (f8e4m3fn)
-        info = ml_dtypes.finfo(np_type)
-        return np.array(info.min if lowest else info.max).astype(np_type)
+        finfo = ml_dtypes.finfo(np_type)
+        return np.array(finfo.min if lowest else finfo.max).astype(np_type)
     return inf
 
 
@@ -64,7 +64,7 @@ def add_zero(ctx: RewriteContext, inst: HloInstruction) -> Replacement:
     """x + (-0.0) -> x for floats, x + 0 -> x for integers (either side)."""
     if not _numeric(inst):
         return None
-    return _other_if(ctx, inst, additive_identity(inst.shape.dtype))
+    return _other_if(ctx, inst, additive_identity(array_shape(inst.shape).dtype))
 
 
 @rule(Opcode.SUBTRACT)

@@ -82,8 +82,9 @@ def convert_convert(ctx: RewriteContext, inst: HloInstruction) -> Replacement:
     if inner.opcode is not Opcode.CONVERT:
         return None
     x = ctx.operand(inner)
-    if not all(isinstance(s, Shape) for s in (x.shape, inner.shape, inst.shape)):
+    shapes = (x.shape, inner.shape, inst.shape)
+    if not (isinstance(shapes[0], Shape) and isinstance(shapes[1], Shape) and isinstance(shapes[2], Shape)):
         return None
-    if not chain_collapses(x.shape.dtype, inner.shape.dtype, inst.shape.dtype):
+    if not chain_collapses(shapes[0].dtype, shapes[1].dtype, shapes[2].dtype):
         return None
     return x.name if x.shape == inst.shape else ctx.new(Opcode.CONVERT, inst.shape, [x])

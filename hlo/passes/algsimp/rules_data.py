@@ -11,7 +11,7 @@ from hlo.attributes import PadDim, SliceDim
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 from hlo.passes.algsimp.context import Replacement, RewriteContext, rule
-from hlo.shapes import Shape
+from hlo.shapes import Shape, array_shape
 
 
 # --- slice ------------------------------------------------------------------------------
@@ -24,7 +24,7 @@ def slice_full(ctx: RewriteContext, inst: HloInstruction) -> Replacement:
     if x.shape != inst.shape:
         return None
     dims: tuple[SliceDim, ...] = inst.attr("slice")
-    return x.name if all(d.start == 0 or n == 0 for d, n in zip(dims, x.shape.dims)) else None
+    return x.name if all(d.start == 0 or n == 0 for d, n in zip(dims, array_shape(x.shape).dims)) else None
 
 
 @rule(Opcode.SLICE)
@@ -35,7 +35,7 @@ def slice_slice(ctx: RewriteContext, inst: HloInstruction) -> Replacement:
     if inner.opcode is not Opcode.SLICE:
         return None
     composed = []
-    for d1, d2, n in zip(inner.attr("slice"), inst.attr("slice"), inst.shape.dims):
+    for d1, d2, n in zip(inner.attr("slice"), inst.attr("slice"), array_shape(inst.shape).dims):
         if n == 0:
             composed.append(SliceDim(0, 0, 1))
             continue
@@ -98,9 +98,8 @@ def _constant_starts(ctx: RewriteContext, inst: HloInstruction, rank: int) -> li
     if len(starts) != rank:
         return None
     values = [ctx.uniform_value(s) for s in starts]
-    if any(v is None or v.ndim != 0 for v in values):
-        return None
-    return [int(v) for v in values]
+    scalars = [int(v) for v in values if v is not None and v.ndim == 0]
+    return scalars if len(scalars) == len(values) else None
 
 
 @rule(Opcode.DYNAMIC_SLICE)
@@ -129,4 +128,4 @@ def reverse_trivial(ctx: RewriteContext, inst: HloInstruction) -> Replacement:
     x = ctx.operand(inst)
     if x.shape != inst.shape:
         return None
-    return x.name if all(inst.shape.dims[d] <= 1 for d in inst.attr("dimensions", ())) else None
+    return x.name if all(array_shape(inst.shape).dims[d] <= 1 for d in inst.attr("dimensions", ())) else None

@@ -15,7 +15,7 @@ from hlo.dtypes import PrimitiveType
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 from hlo.passes.algsimp.context import Replacement, RewriteContext, rule
-from hlo.shapes import Shape
+from hlo.shapes import Shape, array_shape
 
 
 def _accumulation_type(dtype: PrimitiveType) -> PrimitiveType:
@@ -30,10 +30,10 @@ def _spread(ctx: RewriteContext, operand: HloInstruction, batch: list[int], cont
             dtype: PrimitiveType, result: Shape, first_free: int) -> HloInstruction | str:
     """``operand`` as an array of the result's dims: convert to ``dtype``, bring batch and free dims in
     order (a transpose, where needed), drop the size-1 contracting dims, broadcast."""
-    rank = operand.shape.rank
+    cur = array_shape(operand.shape)
+    rank = cur.rank
     free = [d for d in range(rank) if d not in batch and d not in contracting]
     x: HloInstruction | str = operand.name
-    cur = operand.shape
     if cur.dtype is not dtype:
         cur = ctx.like(dtype, cur.dims)
         x = ctx.new(Opcode.CONVERT, cur, [x])
@@ -54,19 +54,19 @@ def _spread(ctx: RewriteContext, operand: HloInstruction, batch: list[int], cont
 def dot_single_product(ctx: RewriteContext, inst: HloInstruction) -> Replacement:
     """dot with contracting dims all of size 1 (or none) -> multiply of broadcasts (see the docstring)."""
     lhs, rhs = ctx.operands(inst)
-    shape = inst.shape
-    if not all(isinstance(s, Shape) for s in (lhs.shape, rhs.shape, shape)):
+    lshape, rshape, shape = lhs.shape, rhs.shape, inst.shape
+    if not (isinstance(lshape, Shape) and isinstance(rshape, Shape) and isinstance(shape, Shape)):
         return None
-    if not all(t.is_float or t.is_integral for t in (lhs.shape.dtype, rhs.shape.dtype, shape.dtype)):
+    if not all(t.is_float or t.is_integral for t in (lshape.dtype, rshape.dtype, shape.dtype)):
         return None
-    if shape.dtype.is_integral and not (lhs.shape.dtype.is_integral and rhs.shape.dtype.is_integral):
+    if shape.dtype.is_integral and not (lshape.dtype.is_integral and rshape.dtype.is_integral):
         return None  # float -> integer accumulation is not a convert
     lb, lc = _dims(inst, "lhs")
     rb, rc = _dims(inst, "rhs")
-    if any(lhs.shape.dims[d] != 1 for d in lc):
+    if any(lshape.dims[d] != 1 for d in lc):
         return None
     acc = _accumulation_type(shape.dtype)
-    n_lhs_free = lhs.shape.rank - len(lb) - len(lc)
+    n_lhs_free = lshape.rank - len(lb) - len(lc)
     a = _spread(ctx, lhs, lb, lc, acc, shape, len(lb))
     b = _spread(ctx, rhs, rb, rc, acc, shape, len(lb) + n_lhs_free)
     acc_shape = ctx.like(acc, shape.dims)

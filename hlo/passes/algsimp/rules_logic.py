@@ -16,7 +16,7 @@ from hlo.dtypes import PrimitiveType
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 from hlo.passes.algsimp.context import Replacement, RewriteContext, rule
-from hlo.shapes import Shape
+from hlo.shapes import Shape, array_shape
 
 
 def _bits_type(inst: HloInstruction) -> Shape | None:
@@ -45,7 +45,7 @@ def _absorb(ctx: RewriteContext, inst: HloInstruction, value) -> Replacement:
     """op(x, c) -> c when c is uniformly ``value`` (either side)."""
     for const in ctx.operands(inst):
         if ctx.has_value(const, value):
-            return const.name if const.shape == inst.shape else ctx.splat(value, inst.shape)
+            return const.name if const.shape == inst.shape else ctx.splat(value, array_shape(inst.shape))
     return None
 
 

@@ -24,7 +24,7 @@ from hlo.opcodes import Opcode
 from hlo.passes.algsimp.context import Replacement, RewriteContext, rule, same_bits
 from hlo.passes.algsimp.rules_arith import additive_identity, extreme
 from hlo.passes.algsimp.rules_logic import all_ones
-from hlo.shapes import Shape
+from hlo.shapes import Shape, array_shape
 
 _OPCODE_OF_UFUNC = {ufunc: op for op, ufunc in REDUCIBLE_UFUNCS.items()}
 
@@ -53,33 +53,35 @@ def identity(op: Opcode, dtype: PrimitiveType) -> np.ndarray | None:
         return np.array(value).astype(dtype.numpy)
 
 
-def _single_array_reduce(inst: HloInstruction) -> bool:
-    return len(inst.operands) == 2 and isinstance(inst.shape, Shape)
+def _single_array_reduce(inst: HloInstruction) -> Shape | None:
+    """The result shape of a reduce of one array (None for a variadic reduce)."""
+    return inst.shape if len(inst.operands) == 2 and isinstance(inst.shape, Shape) else None
 
 
 @rule(Opcode.REDUCE)
 def reduce_nothing(ctx: RewriteContext, inst: HloInstruction) -> Replacement:
     """A reduce that keeps every element (no reduced dims, or all of size 1) -> reshape(x) when init is
     the reducer's identity, else op(reshape(x), broadcast(init))."""
-    if not _single_array_reduce(inst):
+    shape = _single_array_reduce(inst)
+    if shape is None:
         return None
     x, init = ctx.operands(inst)
-    if not isinstance(x.shape, Shape) or x.shape.num_elements != inst.shape.num_elements:
+    if not isinstance(x.shape, Shape) or x.shape.num_elements != shape.num_elements:
         return None
-    if not x.shape.dtype == init.shape.dtype == inst.shape.dtype:
+    if not x.shape.dtype == array_shape(init.shape).dtype == shape.dtype:
         return None
     op = reducer_opcode(ctx, inst)
     if op is None:
         return None
     value = ctx.uniform_value(init)
-    ident = identity(op, inst.shape.dtype)
+    ident = identity(op, shape.dtype)
     if value is not None and ident is not None and same_bits(value, ident):
-        return ctx.reshape(x, inst.shape)
+        return ctx.reshape(x, shape)
     if op in (Opcode.MAXIMUM, Opcode.MINIMUM) and (value is None or value == 0):
         return None  # which of -0.0 and +0.0 wins a tie is not pinned down (see the docstring)
-    reshaped = ctx.reshape(x, inst.shape)
-    splat = ctx.new(Opcode.BROADCAST, inst.shape, [init], {"dimensions": ()}) if inst.shape.rank else init.name
-    return ctx.new(op, inst.shape, [reshaped, splat])
+    reshaped = ctx.reshape(x, shape)
+    splat = ctx.new(Opcode.BROADCAST, shape, [init], {"dimensions": ()}) if shape.rank else init.name
+    return ctx.new(op, shape, [reshaped, splat])
 
 
 def _unit_dim_map(src: Shape, dst: Shape) -> dict[int, int] | None:
@@ -96,7 +98,8 @@ def _unit_dim_map(src: Shape, dst: Shape) -> dict[int, int] | None:
 def reduce_of_unit_reshape(ctx: RewriteContext, inst: HloInstruction) -> Replacement:
     """reduce(reshape(x)) where the reshape only inserts/removes size-1 dims -> reduce(x) over the
     matching dims (then a reshape, if the size-1 dims of the result differ)."""
-    if not _single_array_reduce(inst):
+    shape = _single_array_reduce(inst)
+    if shape is None:
         return None
     reshape, init = ctx.operands(inst)
     if reshape.opcode is not Opcode.RESHAPE:
@@ -111,7 +114,7 @@ def reduce_of_unit_reshape(ctx: RewriteContext, inst: HloInstruction) -> Replace
     kept = tuple(n for d, n in enumerate(x.shape.dims) if d not in dims)
     attrs = [(k, v) for k, v in inst.attrs.items() if k != "metadata"]
     attrs = [(k, dims if k == "dimensions" else v) for k, v in attrs]
-    if kept == inst.shape.dims:
-        return ctx.new(Opcode.REDUCE, inst.shape, [x, init], attrs)
-    reduced = ctx.new(Opcode.REDUCE, ctx.like(inst.shape.dtype, kept), [x, init], attrs)
-    return ctx.new(Opcode.RESHAPE, inst.shape, [reduced])
+    if kept == shape.dims:
+        return ctx.new(Opcode.REDUCE, shape, [x, init], attrs)
+    reduced = ctx.new(Opcode.REDUCE, ctx.like(shape.dtype, kept), [x, init], attrs)
+    return ctx.new(Opcode.RESHAPE, shape, [reduced])

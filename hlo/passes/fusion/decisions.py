@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Sequence
 
 PRODUCER_CONSUMER = "producer-consumer"
 MULTI_OUTPUT = "multi-output"  # a producer fused into a consumer and kept as an extra output
@@ -77,7 +78,7 @@ def rename(decisions: list[FusionDecision], names: dict[str, str]) -> list[Fusio
                     reason=sub(d.reason)) for d in decisions]
 
 
-def render(decisions: list[FusionDecision], fusions: list[FusionRecord] = (), refused_only: bool = False) -> str:
+def render(decisions: list[FusionDecision], fusions: Sequence[FusionRecord] = (), refused_only: bool = False) -> str:
     """The log as text: fusions made per computation, then every decision in order."""
     lines: list[str] = []
     computations = list(dict.fromkeys([f.computation for f in fusions] + [d.computation for d in decisions]))

@@ -257,7 +257,7 @@ class FusionGraph:
         self.position[name] = min(self.position[first], self.position[second])
         for old in (first, second):
             self._unlink(old)
-            if isinstance(self.nodes[old], Cluster) and self.nodes[old].multi_output:
+            if isinstance(node := self.nodes[old], Cluster) and node.multi_output:
                 del self.users[old]
                 self.aliases[old] = name
             del self.nodes[old]
@@ -320,7 +320,7 @@ def stable_topological_order(names: list[str], operands_of) -> list[str]:
                 continue
             stack.append((name, True))
             deps = [o for o in operands_of(name) if o in known and o not in done]
-            stack.extend((d, False) for d in sorted(deps, key=rank.get, reverse=True))
+            stack.extend((d, False) for d in sorted(deps, key=rank.__getitem__, reverse=True))
     return out
 
 

@@ -13,6 +13,7 @@ come out in a stable topological order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from hlo.attributes import Attrs, CompRef
 from hlo.ir import HloComputation, HloInstruction, HloModule
@@ -53,7 +54,7 @@ def _unique(base: str, taken: set[str]) -> str:
     return name
 
 
-def _is_scalar_constant(node) -> bool:
+def _is_scalar_constant(node: HloInstruction | Cluster) -> TypeGuard[HloInstruction]:
     return (isinstance(node, HloInstruction) and node.opcode is Opcode.CONSTANT and isinstance(node.shape, Shape)
             and not node.shape.dims)
 
@@ -134,5 +135,6 @@ def materialize(graph: FusionGraph, namer: Namer) -> tuple[HloComputation, list[
         while new_name in graph.aliases:
             new_name = graph.aliases[new_name]
         temporary[old] = final.get(new_name, new_name)
-    temporary.update({n: f for n, f in final.items() if graph.nodes[n].multi_output})
+    temporary.update({n: f for n, f in final.items()
+                      if isinstance(node := graph.nodes[n], Cluster) and node.multi_output})
     return new, fused, records, temporary

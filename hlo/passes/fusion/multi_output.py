@@ -121,7 +121,7 @@ class MultiOutputFusion:
         """Greedily merge users of ``shared`` with equal output dims, in topological order."""
         g = self.graph
         topo = g.topo_index()
-        group = sorted(group, key=topo.get)
+        group = sorted(group, key=topo.__getitem__)
         i = 0
         while i < len(group):
             refusals, j = 0, i + 1
