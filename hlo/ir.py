@@ -36,6 +36,13 @@ class HloInstruction:
         object.__setattr__(self, "operands", tuple(self.operands))
 
     @property
+    def parameter_index(self) -> int:
+        """``parameter_number`` of a parameter (the verifier gives every parameter one)."""
+        if self.parameter_number is None:
+            raise ValueError(f"%{self.name} ({self.opcode.text}) has no parameter number")
+        return self.parameter_number
+
+    @property
     def metadata(self) -> OpMetadata | None:
         return self.attrs.get("metadata")
 

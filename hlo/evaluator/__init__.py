@@ -37,7 +37,7 @@ class Evaluator:
         values: dict[str, Value] = {}
         for inst in comp.instructions:  # text order is a valid schedule (the verifier checks it)
             if inst.opcode is Opcode.PARAMETER:
-                values[inst.name] = args[inst.parameter_number]
+                values[inst.name] = args[inst.parameter_index]
                 continue
             rule = EVAL_RULES.get(inst.opcode)
             if rule is None:

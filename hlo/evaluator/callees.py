@@ -73,7 +73,7 @@ def _source(comp: HloComputation, name: str) -> HloInstruction:
 
 def _param_index(comp: HloComputation, name: str) -> int | None:
     inst = _source(comp, name)
-    return inst.parameter_number if inst.opcode is Opcode.PARAMETER else None
+    return inst.parameter_index if inst.opcode is Opcode.PARAMETER else None
 
 
 def binary_ufunc(comp: HloComputation) -> np.ufunc | None:
@@ -84,8 +84,8 @@ def binary_ufunc(comp: HloComputation) -> np.ufunc | None:
         return None
     if any(not p.shape.compatible(root.shape) for p in params):
         return None  # a body that converts is not a plain reduction
-    idx = [_param_index(comp, o) for o in root.operands]
-    if None in idx or sorted(idx) != [0, 1]:
+    idx = [k for k in (_param_index(comp, o) for o in root.operands) if k is not None]
+    if sorted(idx) != [0, 1]:
         return None
     return REDUCIBLE_UFUNCS[root.opcode]
 
@@ -128,15 +128,15 @@ def scalar_fn(comp: HloComputation) -> ArrayFn | None:
     """A NumPy function for a one-op body (a returned parameter, a binary op, a compare), else None."""
     root = _source(comp, comp.root_name)
     if root.opcode is Opcode.PARAMETER:
-        k = root.parameter_number
+        k = root.parameter_index
         return lambda *a: [a[k]]
     cmp = compare_of_params(comp)
     if cmp is not None:
         return _compare_fn(*cmp)
     if root.opcode in REDUCIBLE_UFUNCS and len(root.operands) == 2:
-        idx = [_param_index(comp, o) for o in root.operands]
+        idx = [k for k in (_param_index(comp, o) for o in root.operands) if k is not None]
         params = comp.parameters
-        if None not in idx and all(params[k].shape.compatible(root.shape) for k in idx):
+        if len(idx) == 2 and all(params[k].shape.compatible(root.shape) for k in idx):
             ufunc, (i, j) = REDUCIBLE_UFUNCS[root.opcode], idx
             return lambda *a: [ufunc(a[i], a[j])]
     return None

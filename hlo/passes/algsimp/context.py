@@ -90,13 +90,20 @@ class RewriteContext:
         self.module = module
         self.editor = editor
         self.signatures = signatures
-        self.current: HloInstruction | None = None  # the instruction the rules are looking at
+        self._current: HloInstruction | None = None  # set by ``begin``
         self.staged: list[HloInstruction] = []
         # name -> its users (a dict as an ordered set), kept up to date by ``commit``
         self._users: dict[str, dict[str, None]] = {n: {} for n in editor.order}
         for n in editor.order:
             for o in editor[n].operands:
                 self._users.setdefault(o, {})[n] = None
+
+    @property
+    def current(self) -> HloInstruction:
+        """The instruction the rules are looking at."""
+        if self._current is None:
+            raise RuntimeError("RewriteContext.begin(inst) was not called")
+        return self._current
 
     # --- queries ------------------------------------------------------------
     def get(self, name: str) -> HloInstruction:
@@ -197,10 +204,10 @@ class RewriteContext:
 
     # --- driver side ----------------------------------------------------------------
     def begin(self, inst: HloInstruction) -> None:
-        self.current = inst
+        self._current = inst
         self.staged = []
 
-    def commit(self, inst: HloInstruction, result: Replacement) -> list[str]:
+    def commit(self, inst: HloInstruction, result: HloInstruction | str) -> list[str]:
         """Apply a checked replacement of ``inst``; returns the names of the instructions added."""
         editor, users = self.editor, self._users
         if isinstance(result, str):
@@ -235,7 +242,7 @@ class RewriteContext:
         editor.set(new)
         return [h.name for h in added]
 
-    def check(self, inst: HloInstruction, result: Replacement, rule_name: str) -> None:
+    def check(self, inst: HloInstruction, result: HloInstruction | str, rule_name: str) -> None:
         """Raise ``RuleError`` unless ``result`` is a well-formed replacement of ``inst``."""
         def fail(why: str) -> RuleError:
             return RuleError(f"algsimp rule {rule_name} on %{inst.name}: {why}")
@@ -252,7 +259,7 @@ class RewriteContext:
             shape = result.shape
         if shape != inst.shape:
             raise fail(f"replacement shape {shape} differs from {inst.shape}")
-        shapes = {}
+        shapes: dict[str, ShapeLike] = {}  # staged instruction -> its declared shape
         for new in self.staged:
             if inst.name in new.operands:
                 raise fail(f"new %{new.name} uses the instruction it replaces")

@@ -134,12 +134,14 @@ def _elements(shape) -> int:
 def access(user: HloInstruction, slot: int, operand_shape) -> Access:
     """How ``user`` reads its operand number ``slot`` (whose shape is ``operand_shape``)."""
     op = user.opcode
-    same = isinstance(operand_shape, Shape) and isinstance(user.shape, Shape) \
-        and operand_shape.dims == user.shape.dims
+    user_shape = user.shape
+    same = isinstance(operand_shape, Shape) and isinstance(user_shape, Shape) \
+        and operand_shape.dims == user_shape.dims
     if op.is_elementwise or op is O.MAP:
         return Access.SAME if same else Access.REUSE
-    if same and (op is O.RESHAPE or (op in (O.BROADCAST, O.TRANSPOSE)
-                                     and tuple(user.attr("dimensions", ())) == tuple(range(len(user.shape.dims))))):
+    if same and isinstance(user_shape, Shape) and (
+            op is O.RESHAPE or (op in (O.BROADCAST, O.TRANSPOSE)
+                                and tuple(user.attr("dimensions", ())) == tuple(range(len(user_shape.dims))))):
         return Access.SAME  # a no-op reshape, broadcast or transpose
     if op is O.BROADCAST:
         return Access.ONCE if _elements(user.shape) <= _elements(operand_shape) else Access.REUSE
