@@ -57,7 +57,8 @@ setup(
     install_requires=["numpy>=1.26", "ml_dtypes>=0.4", "onednn-cpu-gomp==2023.2.0", "onednn-devel-cpu-gomp==2023.2.0",
                       "tqdm>=4.60", "starlette>=0.40", "uvicorn>=0.30"],
     extras_require={
-        "test": ["pytest>=8", "hypothesis>=6.100", "tensorboard==2.21.*", "selenium>=4.20", "httpx>=0.27"],
+        "test": ["pytest>=8", "hypothesis>=6.100", "tensorboard==2.21.*", "selenium>=4.20", "httpx>=0.27",
+                 "mypy==2.4.*"],
         "cuda": ["pycuda>=2024.1"],
     },
     entry_points={"console_scripts": ["tfxla=tfxla_plugin.cli:main"]},
