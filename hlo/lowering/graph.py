@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from hlo.errors import first_duplicate
 from hlo.evaluator import evaluate
 from hlo.ir import HloComputation, HloModule
 from hlo.lowering import tf_types
-from hlo.lowering.context import LoweringContext
+from hlo.lowering.context import LoweringContext, NodeDefLike
 from hlo.lowering.errors import LoweringError, UnsupportedOpError
 from hlo.lowering.registry import can_lower, rule_for
 from hlo.lowering.tensor_names import canonical, data_inputs, parse_input, parse_tensor
@@ -59,8 +59,9 @@ def _hlo_name(text: str) -> str:
 class GraphLowering:
     """Lowers the nodes of one graph into one computation (nested bodies get their own instance)."""
 
-    def __init__(self, nodes: Sequence, *, name: str = "cluster", sources: Mapping[str, tuple[str, int]] | None = None,
-                 library=None, shared: dict | None = None):
+    def __init__(self, nodes: Sequence[NodeDefLike], *, name: str = "cluster",
+                 sources: Mapping[str, tuple[str, int]] | None = None, library: Any = None,
+                 shared: dict[str, Any] | None = None):  # library: a FunctionDefLibrary proto
         self.nodes = {n.name: n for n in nodes}
         if len(self.nodes) != len(nodes):
             dup = first_duplicate(n.name for n in nodes)
@@ -130,7 +131,7 @@ class GraphLowering:
     def source_of(self, node_name: str) -> tuple[str, int] | None:
         return self.sources.get(node_name)
 
-    def _lower_node(self, node) -> None:
+    def _lower_node(self, node: NodeDefLike) -> None:
         source = self.source_of(node.name)
         rule = rule_for(node.op)
         inputs = []
@@ -205,7 +206,7 @@ class GraphLowering:
             return cb.op(opcode, a, c)
         return self.helper_computation(key, build)
 
-    def helper_computation(self, key: str, build) -> HloComputation:
+    def helper_computation(self, key: str, build: Callable[[ComputationBuilder], Value]) -> HloComputation:
         cache = self.shared["computations"]
         if key not in cache:
             cb = ComputationBuilder(_hlo_name(key))
@@ -217,8 +218,8 @@ class GraphLowering:
 _TF_TYPES = frozenset(tf_types._TO_TF)
 
 
-def lower_graph(graph, inputs: Sequence[InputSpec], outputs: Sequence[str], *, name: str = "cluster",
-                sources: Mapping[str, tuple[str, int]] | None = None, library=None) -> HloModule:
+def lower_graph(graph: Any, inputs: Sequence[InputSpec], outputs: Sequence[str], *, name: str = "cluster",
+                sources: Mapping[str, tuple[str, int]] | None = None, library: Any = None) -> HloModule:
     """Lower the part of ``graph`` (a GraphDef or a list of NodeDefs) between ``inputs`` and ``outputs``.
 
     Returns a verified module: parameter i is ``inputs[i]``; the ROOT is a tuple of ``outputs``.

@@ -4,12 +4,13 @@ parameters, its outputs the ROOT tuple, and each op's Python creation site its m
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from hlo.ir import HloModule
 from hlo.lowering.graph import InputSpec, lower_graph
 
 
-def python_sources(graph, prefix: str = "") -> dict[str, tuple[str, int]]:
+def python_sources(graph: Any, prefix: str = "") -> dict[str, tuple[str, int]]:  # a tf.Graph
     """node name -> (file, line) of the innermost frame outside TensorFlow/Keras that created it; nodes of
     the functions the graph calls (cond branches, loop bodies, nested tf.functions) as ``"<function>::<node>"``."""
     import tensorflow as tf
@@ -44,7 +45,7 @@ def _package_dir(name: str) -> str | None:
     return os.path.dirname(spec.origin) if spec and spec.origin else None
 
 
-def lower_concrete_function(cf, name: str | None = None) -> HloModule:
+def lower_concrete_function(cf: Any, name: str | None = None) -> HloModule:  # a ConcreteFunction
     """Lower every op of a ConcreteFunction (captured inputs included, as trailing parameters)."""
     graph = cf.graph
     inputs = [InputSpec(t.name, t.dtype.as_datatype_enum, tuple(t.shape.as_list())) for t in graph.inputs]

@@ -113,7 +113,7 @@ class FunctionLowering(GraphLowering):
         if constant:
             self._constant[value.name] = True
 
-    def results(self, ctx, role: str) -> list[Value]:
+    def results(self, ctx: LoweringContext, role: str) -> list[Value]:
         """Lower every result; errors say which function, and for which node, they come from.
 
         A stateful node no result depends on (a print, an assert, a variable write: TF runs it through the

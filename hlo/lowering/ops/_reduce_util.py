@@ -8,10 +8,11 @@ accumulated in f32 and rounded once, as XLA does (``accumulation_type``);
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, Union
 
 import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
@@ -45,7 +46,11 @@ def keep_dims(ctx: LoweringContext, v: Value, in_dims: Sequence[int], axes: Sequ
     return ctx.reshape(v, [1 if i in axes else d for i, d in enumerate(in_dims)])
 
 
-def lowest(dtype: P):
+# A dtype's extreme value, as the identity or initial value of a reduction.
+Extreme = Union[bool, int, float, np.floating]
+
+
+def lowest(dtype: P) -> Extreme:
     """The smallest value of ``dtype`` (-inf for floats): the identity of maximum."""
     if dtype.is_float:
         return -np.inf
@@ -54,7 +59,7 @@ def lowest(dtype: P):
     return np.iinfo(dtype.numpy).min
 
 
-def highest(dtype: P):
+def highest(dtype: P) -> Extreme:
     """The largest value of ``dtype`` (+inf for floats): the identity of minimum."""
     if dtype.is_float:
         return np.inf
@@ -63,16 +68,17 @@ def highest(dtype: P):
     return np.iinfo(dtype.numpy).max
 
 
-def finite_lowest(dtype: P):
+def finite_lowest(dtype: P) -> Extreme:
     """Eigen's ``NumTraits<T>::lowest()``: the most negative finite value (argmax's initial value)."""
     return ml_dtypes.finfo(dtype.numpy).min if dtype.is_float else lowest(dtype)
 
 
-def finite_highest(dtype: P):
+def finite_highest(dtype: P) -> Extreme:
     return ml_dtypes.finfo(dtype.numpy).max if dtype.is_float else highest(dtype)
 
 
-def reduce(ctx: LoweringContext, x: Value, axes: Sequence[int], opcode: Opcode, init, acc: P | None = None) -> Value:
+def reduce(ctx: LoweringContext, x: Value, axes: Sequence[int], opcode: Opcode, init: npt.ArrayLike,
+           acc: P | None = None) -> Value:
     """Reduce ``x`` over ``axes`` in element type ``acc`` (default: ``accumulation_type``), then
     convert back to ``x``'s type."""
     dtype = ctx.dtype(x)

@@ -24,6 +24,7 @@ scalars at run time instead).
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
@@ -61,7 +62,7 @@ class _Stats:
             a, b = (self.spread(v) if len(self.ctx.dims(v)) == 1 else v for v in (a, b))
         return self.ctx.b.op(opcode, a, b)
 
-    def const(self, value, like: Value | None = None) -> Value:
+    def const(self, value: npt.ArrayLike, like: Value | None = None) -> Value:
         v = self.ctx.scalar(value, self.acc)
         return v if like is None else self.ctx.broadcast_to(v, self.ctx.dims(like))
 
@@ -109,11 +110,11 @@ def fused_batch_norm(ctx: LoweringContext) -> list[Value]:
     return [ctx.convert(y, ctx.dtype(x)), running_mean, running_var, batch_mean, batch_var, *extra]
 
 
-def _normalize(st: _Stats, xs, mean, var, scale, offset, eps: float) -> Value:
+def _normalize(st: _Stats, xs: Value, mean: Value, var: Value, scale: Value, offset: Value, eps: float) -> Value:
     return _scale_shift(st, st.op(Opcode.SUBTRACT, xs, mean), var, scale, offset, eps)
 
 
-def _scale_shift(st: _Stats, centered, var, scale, offset, eps: float) -> Value:
+def _scale_shift(st: _Stats, centered: Value, var: Value, scale: Value, offset: Value, eps: float) -> Value:
     """``centered * (scale * rsqrt(var + eps)) + offset``."""
     factor = st.op(Opcode.MULTIPLY, scale, st.rsqrt_var(var, eps))
     return st.op(Opcode.ADD, st.op(Opcode.MULTIPLY, centered, factor), offset)

@@ -24,6 +24,8 @@ convolution gives the undilated gradient); we compute what TF computes.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from hlo.attributes import ConvDimLabels, Window
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType
@@ -128,7 +130,7 @@ def _backprop_filter(ctx: LoweringContext, x: Value, filter_dims: tuple[int, ...
     return ctx.b.convolution(x, dy, window=window, dim_labels=labels, **_group_attrs("batch_group_count", groups))
 
 
-def _check_out_backprop(ctx: LoweringContext, lay: Layout, in_dims, dy: Value, outs: list[int], out_depth: int) -> None:
+def _check_out_backprop(ctx: LoweringContext, lay: Layout, in_dims: Sequence[int], dy: Value, outs: list[int], out_depth: int) -> None:
     want = [0] * lay.rank
     want[lay.batch], want[lay.feature] = in_dims[lay.batch], out_depth
     for d, o in zip(lay.spatial, outs):

@@ -7,6 +7,8 @@ here so a bad graph fails at compile time with TF's reason.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from hlo.builder import Value
@@ -16,7 +18,7 @@ from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL
 
 
-def _concat_values(ctx: LoweringContext, values, axis_input: int):
+def _concat_values(ctx: LoweringContext, values: Sequence[Value], axis_input: int) -> Value:
     rank = len(ctx.dims(values[0]))
     axis = const_axis(ctx, axis_input, rank)
     for v in values[1:]:
@@ -59,7 +61,7 @@ def unpack(ctx: LoweringContext) -> list[Value]:
     return [ctx.reshape(slice_axis(ctx, x, axis, i, i + 1), rest) for i in range(dims[axis])]
 
 
-def _split_at(ctx: LoweringContext, x, axis: int, sizes: list[int]):
+def _split_at(ctx: LoweringContext, x: Value, axis: int, sizes: list[int]) -> list[Value]:
     out, start = [], 0
     for n in sizes:
         out.append(slice_axis(ctx, x, axis, start, start + n))
@@ -68,7 +70,7 @@ def _split_at(ctx: LoweringContext, x, axis: int, sizes: list[int]):
 
 
 @register_lowering("Split", dtypes=ALL, const_inputs=(0,))
-def split(ctx: LoweringContext) -> Value:
+def split(ctx: LoweringContext) -> list[Value]:
     x = ctx.inputs[1]
     dims = ctx.dims(x)
     axis = const_axis(ctx, 0, len(dims), "split_dim")
@@ -80,7 +82,7 @@ def split(ctx: LoweringContext) -> Value:
 
 
 @register_lowering("SplitV", dtypes=ALL, const_inputs=(1, 2))
-def split_v(ctx: LoweringContext) -> Value:
+def split_v(ctx: LoweringContext) -> list[Value]:
     x = ctx.inputs[0]
     dims = ctx.dims(x)
     axis = const_axis(ctx, 2, len(dims), "split_dim")

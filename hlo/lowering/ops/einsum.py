@@ -12,6 +12,8 @@ free dims, and a final transpose gives the output order.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType
 from hlo.lowering.context import LoweringContext
@@ -150,7 +152,7 @@ def einsum(ctx: LoweringContext) -> Value:
     return x
 
 
-def _dot(ctx: LoweringContext, values, out: set[str]) -> tuple[Value, list[str]]:
+def _dot(ctx: LoweringContext, values: Sequence[tuple[Value, list[str]]], out: set[str]) -> tuple[Value, list[str]]:
     (a, la), (b, lb) = values
     batch = [l for l in la if l in lb and l in out]
     contract = [l for l in la if l in lb and l not in out]

@@ -19,11 +19,13 @@ Semantics are TF CPU's, checked eagerly:
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._elementwise_util import BOOL, trunc, zero_where
-from hlo.lowering.registry import register_lowering
+from hlo.lowering.registry import Rule, register_lowering
 from hlo.lowering.tf_types import ALL, FLOATS, INTS, NUMERIC, SIGNED_INTS
 from hlo.opcodes import Opcode
 
@@ -48,8 +50,8 @@ _DIRECT = {
 }
 
 
-def _direct(opcode: Opcode):
-    def lower(ctx: LoweringContext):
+def _direct(opcode: Opcode) -> Rule:
+    def lower(ctx: LoweringContext) -> Value:
         x, y = ctx.inputs
         return ctx.binary(opcode, x, y)
     return lower
@@ -69,8 +71,8 @@ _COMPARISONS = {
 }
 
 
-def _comparison(direction: str):
-    def lower(ctx: LoweringContext):
+def _comparison(direction: str) -> Rule:
+    def lower(ctx: LoweringContext) -> Value:
         x, y = ctx.inputs
         return ctx.compare(x, y, direction)
     return lower
@@ -80,16 +82,16 @@ for _op, (_direction, _dtypes) in _COMPARISONS.items():
     register_lowering(_op, dtypes=_dtypes)(_comparison(_direction))
 
 
-def _broadcastable(*shapes) -> bool:
+def _broadcastable(*shapes: Sequence[int]) -> bool:
     rank = max(len(s) for s in shapes)
     padded = [(1,) * (rank - len(s)) + tuple(s) for s in shapes]
     return all(len({d for d in dims if d != 1}) <= 1 for dims in zip(*padded))
 
 
-def _equality(direction: str):
+def _equality(direction: str) -> Rule:
     """``Equal``/``NotEqual``: with ``incompatible_shape_error=False``, shapes that do not broadcast
     compare as entirely different, giving a scalar."""
-    def lower(ctx: LoweringContext):
+    def lower(ctx: LoweringContext) -> Value:
         x, y = ctx.inputs
         if not ctx.attr_bool("incompatible_shape_error", True) and not _broadcastable(ctx.dims(x), ctx.dims(y)):
             return ctx.scalar(direction == "NE", P.PRED)
@@ -111,9 +113,9 @@ def squared_difference(ctx: LoweringContext) -> Value:
     return ctx.b.multiply(d, d)
 
 
-def _no_nan(opcode: Opcode):
+def _no_nan(opcode: Opcode) -> Rule:
     """``MulNoNan``/``DivNoNan``: ``y == 0 ? 0 : x op y``."""
-    def lower(ctx: LoweringContext):
+    def lower(ctx: LoweringContext) -> Value:
         x, y = ctx.broadcast_all(*ctx.inputs)
         return zero_where(ctx, ctx.compare(y, ctx.full(0, y), "EQ"), ctx.b.op(opcode, x, y))
     return lower
@@ -123,7 +125,7 @@ register_lowering("MulNoNan", dtypes=FLOATS)(_no_nan(Opcode.MULTIPLY))
 register_lowering("DivNoNan", dtypes=FLOATS)(_no_nan(Opcode.DIVIDE))
 
 
-def _floor_adjust(ctx: LoweringContext, y, r):
+def _floor_adjust(ctx: LoweringContext, y: Value, r: Value) -> Value:
     """Where the truncated remainder ``r`` is nonzero and its sign differs from the divisor's."""
     zero = ctx.full(0, r)
     nonzero = ctx.compare(r, zero, "NE")

@@ -27,7 +27,7 @@ from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._elementwise_util import BOOL, clear_low_bits, std_max, std_min, zero_where
-from hlo.lowering.registry import register_lowering
+from hlo.lowering.registry import Rule, register_lowering
 from hlo.lowering.tf_types import ALL, FLOATS, NUMERIC, SIGNED_INTS
 from hlo.opcodes import Opcode
 
@@ -55,8 +55,8 @@ _DIRECT = {
 }
 
 
-def _direct(opcode: Opcode):
-    def lower(ctx: LoweringContext):
+def _direct(opcode: Opcode) -> Rule:
+    def lower(ctx: LoweringContext) -> Value:
         (x,) = ctx.inputs
         return ctx.b.op(opcode, x)
     return lower
@@ -102,8 +102,8 @@ def is_inf(ctx: LoweringContext) -> Value:
     return ctx.compare(ctx.b.abs(x), ctx.full(np.inf, x), "EQ")
 
 
-def _fill_like(value: int):
-    def lower(ctx: LoweringContext):
+def _fill_like(value: int) -> Rule:
+    def lower(ctx: LoweringContext) -> Value:
         (x,) = ctx.inputs
         return ctx.full(value, x)
     return lower
@@ -128,7 +128,7 @@ def relu6(ctx: LoweringContext) -> Value:
     return std_min(ctx, std_max(ctx, x, ctx.full(0, x)), ctx.full(6, x))
 
 
-def _where_negative(ctx: LoweringContext, x, negative, positive):
+def _where_negative(ctx: LoweringContext, x: Value, negative: Value, positive: Value) -> Value:
     return ctx.b.select(ctx.compare(x, ctx.full(0, x), "LT"), negative, positive)
 
 
@@ -187,7 +187,7 @@ def softplus(ctx: LoweringContext) -> Value:
 _ERFC = {P.F32: (1.0, 20, 11.0, 12), P.F64: (2.0, 20, 28.0, 27)}
 
 
-def _exp_minus_square(ctx: LoweringContext, a):
+def _exp_minus_square(ctx: LoweringContext, a: Value) -> Value:
     """``exp(-a*a)`` without the rounding error of ``a*a``: ``a = hi + lo`` with ``hi*hi`` exact."""
     hi = clear_low_bits(ctx, a, _ERFC[ctx.dtype(a)][3])
     lo = ctx.b.subtract(a, hi)
@@ -196,7 +196,7 @@ def _exp_minus_square(ctx: LoweringContext, a):
     return ctx.b.multiply(main, rest)
 
 
-def _erfc_tail(ctx: LoweringContext, a):
+def _erfc_tail(ctx: LoweringContext, a: Value) -> Value:
     """erfc(a) for a >= threshold: exp(-a^2)/sqrt(pi) * 2a / (2a^2+1 - 1*2/(2a^2+5 - 3*4/(2a^2+9 - ...)))."""
     b = ctx.b
     terms = _ERFC[ctx.dtype(a)][1]

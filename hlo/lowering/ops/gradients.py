@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from hlo.attributes import PadDim
@@ -26,7 +28,7 @@ from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops import _reduce_util as ru
 from hlo.lowering.ops._shape_util import reverse
 from hlo.lowering.ops.strided_slice import NEW_AXIS, slice_spec
-from hlo.lowering.registry import register_lowering
+from hlo.lowering.registry import Rule, register_lowering
 from hlo.lowering.tf_types import ALL, FLOATS, NUMERIC
 from hlo.opcodes import Opcode
 
@@ -34,54 +36,54 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 _SELU_SCALE_ALPHA = 1.7580993408473768599402175208123
 
 
-def _mask(ctx: LoweringContext, pred, like):
+def _mask(ctx: LoweringContext, pred: Value, like: Value) -> Value:
     return ctx.convert(pred, ctx.dtype(like))
 
 
-def _relu_grad(ctx: LoweringContext, g, f):
+def _relu_grad(ctx: LoweringContext, g: Value, f: Value) -> Value:
     return ctx.b.multiply(g, _mask(ctx, ctx.compare(f, ctx.full(0, f), "GT"), f))
 
 
-def _relu6_grad(ctx: LoweringContext, g, f):
+def _relu6_grad(ctx: LoweringContext, g: Value, f: Value) -> Value:
     inside = ctx.b.op(Opcode.AND, ctx.compare(f, ctx.full(0, f), "GT"), ctx.compare(f, ctx.full(6, f), "LT"))
     return ctx.b.multiply(g, _mask(ctx, inside, f))
 
 
-def _leaky_relu_grad(ctx: LoweringContext, g, f):
+def _leaky_relu_grad(ctx: LoweringContext, g: Value, f: Value) -> Value:
     alpha = ctx.full(ctx.attr_float("alpha", 0.2), g)
     return ctx.select(ctx.compare(f, ctx.full(0, f), "GT"), g, ctx.b.multiply(g, alpha))
 
 
-def _elu_grad(ctx: LoweringContext, g, y):
+def _elu_grad(ctx: LoweringContext, g: Value, y: Value) -> Value:
     below = ctx.b.multiply(g, ctx.b.add(y, ctx.full(1, y)))
     return ctx.select(ctx.compare(y, ctx.full(0, y), "LT"), below, g)
 
 
-def _selu_grad(ctx: LoweringContext, g, y):
+def _selu_grad(ctx: LoweringContext, g: Value, y: Value) -> Value:
     below = ctx.b.multiply(g, ctx.b.add(y, ctx.full(_SELU_SCALE_ALPHA, y)))
     return ctx.select(ctx.compare(y, ctx.full(0, y), "LT"), below, ctx.b.multiply(g, ctx.full(_SELU_SCALE, g)))
 
 
-def _sigmoid_grad(ctx: LoweringContext, y, dy):
+def _sigmoid_grad(ctx: LoweringContext, y: Value, dy: Value) -> Value:
     return ctx.b.multiply(ctx.b.multiply(dy, y), ctx.b.subtract(ctx.full(1, y), y))
 
 
-def _tanh_grad(ctx: LoweringContext, y, dy):
+def _tanh_grad(ctx: LoweringContext, y: Value, dy: Value) -> Value:
     return ctx.b.multiply(dy, ctx.b.subtract(ctx.full(1, y), ctx.b.multiply(y, y)))
 
 
-def _zero_where_no_gradient(ctx: LoweringContext, dy, grad):
+def _zero_where_no_gradient(ctx: LoweringContext, dy: Value, grad: Value) -> Value:
     """TF's Rsqrt/SqrtGrad return 0 where ``dy == 0``, whatever ``y`` is (no NaN from 0 * inf or 0 / 0)."""
     zero = ctx.full(0, dy)
     return ctx.select(ctx.compare(dy, zero, "EQ"), zero, grad)
 
 
-def _rsqrt_grad(ctx: LoweringContext, y, dy):
+def _rsqrt_grad(ctx: LoweringContext, y: Value, dy: Value) -> Value:
     grad = ctx.b.multiply(ctx.b.multiply(ctx.full(-0.5, y), ctx.b.multiply(dy, y)), ctx.b.multiply(y, y))
     return _zero_where_no_gradient(ctx, dy, grad)
 
 
-def _sqrt_grad(ctx: LoweringContext, y, dy):
+def _sqrt_grad(ctx: LoweringContext, y: Value, dy: Value) -> Value:
     return _zero_where_no_gradient(ctx, dy, ctx.b.divide(ctx.b.multiply(ctx.full(0.5, dy), dy), y))
 
 
@@ -98,8 +100,8 @@ _ACTIVATION_GRADS = {
 }
 
 
-def _elementwise_grad(formula):
-    def lower(ctx: LoweringContext):
+def _elementwise_grad(formula: Callable[[LoweringContext, Value, Value], Value]) -> Rule:
+    def lower(ctx: LoweringContext) -> Value:
         a, b = ctx.inputs
         if ctx.dims(a) != ctx.dims(b):
             raise ctx.error(f"{ctx.op_type} needs operands of equal shape, got {list(ctx.dims(a))} and "

@@ -22,7 +22,7 @@ from hlo.dtypes import PrimitiveType
 from hlo.index_check import scatter_shape_problem
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._shape_util import combiner, iota
-from hlo.lowering.registry import register_lowering
+from hlo.lowering.registry import Rule, register_lowering
 from hlo.lowering.tf_types import ALL, NUMERIC
 
 P = PrimitiveType
@@ -86,7 +86,8 @@ def _bad_indices_policy(ctx: LoweringContext) -> str:
     return "ERROR" if policy == "DEFAULT" else policy
 
 
-def _scatter_nd(ctx: LoweringContext, operand, indices, updates, kind: str, check: IndexCheck):
+def _scatter_nd(ctx: LoweringContext, operand: Value, indices: Value, updates: Value, kind: str,
+                check: IndexCheck) -> Value:
     od, idims, ud = ctx.dims(operand), ctx.dims(indices), ctx.dims(updates)
     if 0 in od and 0 in idims and 0 in ud:
         return operand  # nothing to scatter into an empty result (TF checks nothing either)
@@ -128,8 +129,8 @@ _TENSOR_SCATTER = {
 }
 
 
-def _tensor_scatter(kind: str):
-    def lower(ctx: LoweringContext):
+def _tensor_scatter(kind: str) -> Rule:
+    def lower(ctx: LoweringContext) -> Value:
         operand, indices, updates = ctx.inputs
         return _scatter_nd(ctx, operand, indices, updates, kind, IndexCheck.TF_TENSOR_SCATTER)
     return lower

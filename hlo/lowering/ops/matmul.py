@@ -24,14 +24,14 @@ _BATCH_MATMUL_TYPES = _MATMUL_TYPES | {P.S16}
 _V3_TYPES = (_BATCH_MATMUL_TYPES - {P.F16}) | {P.S8, P.U8}
 
 
-def _dot(ctx: LoweringContext, x, y, x_contract: int, y_contract: int, batch: int = 0):
+def _dot(ctx: LoweringContext, x: Value, y: Value, x_contract: int, y_contract: int, batch: int = 0) -> Value:
     """``dot`` with the first ``batch`` dims of both operands as batch dims."""
     dims = tuple(range(batch))
     return ctx.b.dot(x, y, lhs_batch_dims=dims, rhs_batch_dims=dims,
                      lhs_contracting_dims=(x_contract,), rhs_contracting_dims=(y_contract,))
 
 
-def _check_rank(ctx: LoweringContext, v, what: str, exact: bool = False) -> None:
+def _check_rank(ctx: LoweringContext, v: Value, what: str, exact: bool = False) -> None:
     rank = len(ctx.dims(v))
     if (exact and rank != 2) or rank < 2:
         raise ctx.error(f"{what} must be {'a matrix' if exact else 'at least rank 2'}, got shape "
@@ -50,7 +50,7 @@ def matmul(ctx: LoweringContext) -> Value:
     return _dot(ctx, a, b, ka, kb)  # dot puts a's free dim first, then b's, transposed or not
 
 
-def _batch_matmul(ctx: LoweringContext, out_type: P):
+def _batch_matmul(ctx: LoweringContext, out_type: P) -> Value:
     x, y = (ctx.convert(v, out_type) for v in ctx.inputs)
     _check_rank(ctx, x, "x")
     _check_rank(ctx, y, "y")

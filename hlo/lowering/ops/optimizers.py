@@ -26,6 +26,8 @@ variable's type (scalars are rank-0 inputs broadcast to the variable):
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from hlo.builder import Value
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.registry import register_lowering
@@ -36,26 +38,26 @@ from hlo.opcodes import Opcode
 class _Math:
     """Elementwise arithmetic on values (rank-0 operands broadcast) in one element type."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: LoweringContext):
         self.ctx = ctx
 
-    def add(self, x, y):
+    def add(self, x: Value, y: Value) -> Value:
         return self.ctx.binary(Opcode.ADD, x, y)
 
-    def sub(self, x, y):
+    def sub(self, x: Value, y: Value) -> Value:
         return self.ctx.binary(Opcode.SUBTRACT, x, y)
 
-    def mul(self, x, y):
+    def mul(self, x: Value, y: Value) -> Value:
         return self.ctx.binary(Opcode.MULTIPLY, x, y)
 
-    def div(self, x, y):
+    def div(self, x: Value, y: Value) -> Value:
         return self.ctx.binary(Opcode.DIVIDE, x, y)
 
-    def one(self, like):
+    def one(self, like: Value) -> Value:
         return self.ctx.scalar(1, self.ctx.dtype(like))
 
 
-def _check(ctx: LoweringContext, var, *tensors, scalars=()) -> _Math:
+def _check(ctx: LoweringContext, var: Value, *tensors: Value, scalars: Sequence[Value] = ()) -> _Math:
     for t in tensors:
         if ctx.dims(t) != ctx.dims(var):
             raise ctx.error(f"var and its update tensors must have the same shape, got {list(ctx.dims(var))} "

@@ -23,11 +23,14 @@ element within 1e-5 of its window's max.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from hlo.attributes import ComparisonDirection, PadDim, Window
-from hlo.builder import Value
+from hlo.builder import ComputationBuilder, Value
 from hlo.dtypes import PrimitiveType as P
+from hlo.ir import HloComputation
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._window import layout, output_size, paddings, per_dim, window_dim
 from hlo.lowering.registry import register_lowering
@@ -41,7 +44,8 @@ _POOL_3D_TYPES = frozenset({P.BF16, P.F32})  # TF's CPU kernels for the 3-D pool
 _NARROW_FLOATS = {P.F16, P.BF16}
 
 
-def _pool_window(ctx: LoweringContext, dims: tuple[int, ...], ksize, strides, depth_ok: bool) -> tuple[Window, list]:
+def _pool_window(ctx: LoweringContext, dims: tuple[int, ...], ksize: Sequence[int], strides: Sequence[int],
+                 depth_ok: bool) -> tuple[Window, list[tuple[int, int]]]:
     """The padded window of a pooling op over an input of ``dims``, and its (before, after) paddings."""
     rank = len(dims)
     lay = layout(ctx, rank)
@@ -61,14 +65,14 @@ def _pool_window(ctx: LoweringContext, dims: tuple[int, ...], ksize, strides, de
     return Window(tuple(window_dim(k, s, p) for k, s, p in zip(ks, ss, pads))), pads
 
 
-def _floor(dtype: P):
+def _floor(dtype: P) -> float | int:
     """Where TF's max pooling starts (and what NaN counts as)."""
     if dtype in _NARROW_FLOATS:
         return -np.inf
     return np.finfo(dtype.numpy).min if dtype.is_float else np.iinfo(dtype.numpy).min
 
 
-def _max_pool(ctx: LoweringContext, x: Value, ksize, strides) -> Value:
+def _max_pool(ctx: LoweringContext, x: Value, ksize: Sequence[int], strides: Sequence[int]) -> Value:
     window, _ = _pool_window(ctx, ctx.dims(x), ksize, strides, depth_ok=True)
     dtype = ctx.dtype(x)
     floor = ctx.scalar(_floor(dtype), dtype)
@@ -77,15 +81,16 @@ def _max_pool(ctx: LoweringContext, x: Value, ksize, strides) -> Value:
     return ctx.b.reduce_window(x, floor, window=window, to_apply=ctx.scalar_computation(Opcode.MAXIMUM, dtype))
 
 
-def _tf_max_select(ctx: LoweringContext, dtype: P):
+def _tf_max_select(ctx: LoweringContext, dtype: P) -> HloComputation:
     """``(current, candidate) -> !(current < candidate)``: keep the first maximum, as TF's CPU kernel does."""
-    def build(cb):
+    def build(cb: ComputationBuilder) -> Value:
         a, b = cb.parameter(scalar(dtype), name="current"), cb.parameter(scalar(dtype), name="candidate")
         return cb.op(Opcode.NOT, cb.compare(a, b, direction=ComparisonDirection.LT))
     return ctx.computation(f"tf_max_pool_select_{dtype.value}", build)
 
 
-def _max_pool_grad(ctx: LoweringContext, x: Value, grad: Value, ksize, strides) -> Value:
+def _max_pool_grad(ctx: LoweringContext, x: Value, grad: Value, ksize: Sequence[int],
+                   strides: Sequence[int]) -> Value:
     window, _ = _pool_window(ctx, ctx.dims(x), ksize, strides, depth_ok=True)
     dtype = ctx.dtype(x)
     if ctx.dtype(grad) != dtype:
@@ -127,7 +132,7 @@ def max_pool_grad_v2(ctx: LoweringContext) -> Value:
 # --- average pooling -----------------------------------------------------------------------------------------
 
 
-def _counts(dims, window: Window) -> np.ndarray:
+def _counts(dims: Sequence[int], window: Window) -> np.ndarray:
     """How many window positions of each output fall inside the input (size-1 dims where the count is constant)."""
     count = np.ones((), np.float64)
     for axis, (n, w) in enumerate(zip(dims, window.dims)):
@@ -145,7 +150,7 @@ def _compute_type(dtype: P) -> P:
     return P.F32 if dtype in _NARROW_FLOATS else dtype
 
 
-def _avg_window(ctx: LoweringContext, dims, ksize, strides) -> Window:
+def _avg_window(ctx: LoweringContext, dims: tuple[int, ...], ksize: Sequence[int], strides: Sequence[int]) -> Window:
     return _pool_window(ctx, dims, ksize, strides, depth_ok=False)[0]
 
 

@@ -20,23 +20,26 @@ TF semantics, checked against TF 2.21 on CPU:
 
 from __future__ import annotations
 
+from typing import Callable, Sequence
+
 from hlo.attributes import ComparisonDirection
-from hlo.builder import Value
+from hlo.builder import ComputationBuilder, Value
 from hlo.dtypes import PrimitiveType as P
+from hlo.ir import HloComputation
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops import _reduce_util as ru
-from hlo.lowering.registry import register_lowering
+from hlo.lowering.registry import Rule, register_lowering
 from hlo.lowering.tf_types import ALL, FLOATS, NUMERIC
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape, scalar
 
 
-def _axes(ctx: LoweringContext):
+def _axes(ctx: LoweringContext) -> tuple[Value, tuple[int, ...]]:
     x = ctx.inputs[0]
     return x, ru.reduction_axes(ctx, ctx.const_ints(1), len(ctx.dims(x)))
 
 
-def _finish(ctx: LoweringContext, out, x, axes):
+def _finish(ctx: LoweringContext, out: Value, x: Value, axes: Sequence[int]) -> Value:
     """Apply ``keep_dims``."""
     if ctx.attr_bool("keep_dims", False):
         return ru.keep_dims(ctx, out, ctx.dims(x), axes)
@@ -54,8 +57,8 @@ _SIMPLE = {
 }
 
 
-def _simple(opcode: Opcode, identity, wide: bool):
-    def lower(ctx: LoweringContext):
+def _simple(opcode: Opcode, identity: Callable[[P], ru.Extreme], wide: bool) -> Rule:
+    def lower(ctx: LoweringContext) -> Value:
         x, axes = _axes(ctx)
         dtype = ctx.dtype(x)
         acc = ru.accumulation_type(dtype) if wide else dtype
@@ -122,9 +125,9 @@ _ARG = {
 }
 
 
-def _arg_reducer(ctx: LoweringContext, direction: ComparisonDirection, vtype: P, itype: P):
+def _arg_reducer(ctx: LoweringContext, direction: ComparisonDirection, vtype: P, itype: P) -> HloComputation:
     """``(best_v, best_i, v, i) -> (v, i)`` if ``v`` beats ``best_v``, or ties it at a smaller index."""
-    def build(cb):
+    def build(cb: ComputationBuilder) -> Value:
         av, ai = cb.parameter(scalar(vtype), name="best_v"), cb.parameter(scalar(itype), name="best_i")
         bv, bi = cb.parameter(scalar(vtype), name="v"), cb.parameter(scalar(itype), name="i")
         beats = cb.compare(bv, av, direction=direction)
@@ -135,8 +138,9 @@ def _arg_reducer(ctx: LoweringContext, direction: ComparisonDirection, vtype: P,
     return ctx.computation(f"arg_{direction.value.lower()}_{vtype.value}_{itype.value}", build)
 
 
-def _arg(direction: ComparisonDirection, initial, identity):
-    def lower(ctx: LoweringContext):
+def _arg(direction: ComparisonDirection, initial: Callable[[P], ru.Extreme],
+         identity: Callable[[P], ru.Extreme]) -> Rule:
+    def lower(ctx: LoweringContext) -> Value:
         x = ctx.inputs[0]
         dims = ctx.dims(x)
         axes = ctx.const_ints(1)

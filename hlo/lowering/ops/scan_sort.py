@@ -9,12 +9,14 @@ the lower index, and slices the first k.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from hlo.attributes import ComparisonDirection, Window, WindowDim
 from hlo.builder import ComputationBuilder, Value
 from hlo.dtypes import PrimitiveType
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._shape_util import const_axis, iota, slice_axis
-from hlo.lowering.registry import register_lowering
+from hlo.lowering.registry import Rule, register_lowering
 from hlo.lowering.tf_types import NUMERIC
 from hlo.opcodes import Opcode
 from hlo.shapes import scalar
@@ -25,8 +27,8 @@ P = PrimitiveType
 _SCANS = {"Cumsum": (Opcode.ADD, 0), "Cumprod": (Opcode.MULTIPLY, 1)}
 
 
-def _scan(opcode: Opcode, identity: int):
-    def lower(ctx: LoweringContext):
+def _scan(opcode: Opcode, identity: int) -> Rule:
+    def lower(ctx: LoweringContext) -> Value:
         x = ctx.inputs[0]
         dims = ctx.dims(x)
         if not dims:
@@ -53,7 +55,7 @@ for _op, (_opcode, _identity) in _SCANS.items():
     register_lowering(_op, dtypes=NUMERIC, const_inputs=(1,))(_scan(_opcode, _identity))
 
 
-def _greater_then_lower_index(dtype: PrimitiveType):
+def _greater_then_lower_index(dtype: PrimitiveType) -> Callable[[ComputationBuilder], Value]:
     """Sort comparator on (value, index) pairs: larger value first, equal values by lower index."""
     def build(cb: ComputationBuilder) -> Value:
         vl, vr = cb.parameter(scalar(dtype), name="v_lhs"), cb.parameter(scalar(dtype), name="v_rhs")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType
@@ -147,7 +148,7 @@ def range_(ctx: LoweringContext) -> Value:
     return ctx.constant(values.astype(dtype.numpy), dtype)
 
 
-def _index_constant(ctx: LoweringContext, values, attr: str = "out_type"):
+def _index_constant(ctx: LoweringContext, values: npt.ArrayLike, attr: str = "out_type") -> Value:
     dtype = ctx.dtype_attr(attr)
     if dtype == P.S32 and any(v > np.iinfo(np.int32).max for v in np.ravel(values)):
         raise ctx.error(f"value {max(np.ravel(values))} does not fit in int32; use out_type=int64")

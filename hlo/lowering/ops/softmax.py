@@ -30,7 +30,7 @@ from hlo.opcodes import Opcode
 from hlo.shapes import Shape
 
 
-def _shifted(ctx: LoweringContext, x):
+def _shifted(ctx: LoweringContext, x: Value) -> tuple[Value, Value, Value]:
     """``(s, sum(exp(s)))`` for ``s = x - max(x)`` along the last axis; ``sum`` keeps the reduced
     dims broadcast back to ``x``'s dims."""
     dims = ctx.dims(x)
@@ -42,7 +42,7 @@ def _shifted(ctx: LoweringContext, x):
     return s, e, total
 
 
-def _logits(ctx: LoweringContext, x):
+def _logits(ctx: LoweringContext, x: Value) -> Value:
     if not ctx.dims(x):
         raise ctx.error(f"{ctx.op_type} needs logits of rank at least 1, got a scalar")
     return ctx.convert(x, ru.accumulation_type(ctx.dtype(x)))

@@ -15,6 +15,7 @@ reshapes to insert new axes and drop shrunk ones.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from hlo.builder import Value
 from hlo.lowering.context import LoweringContext
@@ -23,6 +24,8 @@ from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL
 
 NEW_AXIS = -1  # a final-shape entry that is an inserted size-1 axis
+# One input dim of the dense spec: (begin, end, stride, begin_masked, end_masked, shrink).
+_DenseDim = tuple[int, int, int, bool, bool, bool]
 
 
 @dataclass
@@ -43,7 +46,8 @@ class DimSlice:
         return -(-span // self.stride) if self.stride > 0 else -(-(-span) // -self.stride)
 
 
-def _dense(ctx: LoweringContext, rank: int, begin, end, strides, masks: dict[str, int]):
+def _dense(ctx: LoweringContext, rank: int, begin: Sequence[int], end: Sequence[int], strides: Sequence[int],
+           masks: dict[str, int]) -> tuple[list[_DenseDim], list[int]]:
     """Expand the sparse spec: per input dim (begin, end, stride, begin_masked, end_masked, shrink), and the
     final shape as a list of input dims (``NEW_AXIS`` for inserted axes; shrunk dims left out)."""
     n = len(begin)
@@ -54,7 +58,7 @@ def _dense(ctx: LoweringContext, rank: int, begin, end, strides, masks: dict[str
     if not ellipsis & ((1 << n) - 1):
         ellipsis |= 1 << n  # an implicit trailing ellipsis
         entries.append(n)
-    dense: list[tuple[int, int, int, bool, bool, bool]] = []
+    dense: list[_DenseDim] = []
     final: list[int] = []
     for i in entries:
         bit = 1 << i
@@ -77,7 +81,7 @@ def _dense(ctx: LoweringContext, rank: int, begin, end, strides, masks: dict[str
     return dense, final
 
 
-def _canonical(ctx: LoweringContext, axis: int, n: int, spec) -> DimSlice:
+def _canonical(ctx: LoweringContext, axis: int, n: int, spec: _DenseDim) -> DimSlice:
     begin, end, stride, begin_masked, end_masked, shrink = spec
     if stride == 0:
         raise ctx.error(f"strides[{axis}] must be non-zero")
@@ -98,7 +102,7 @@ def _canonical(ctx: LoweringContext, axis: int, n: int, spec) -> DimSlice:
     return DimSlice(bound(begin, begin_masked, False), bound(end, end_masked, True), stride, False)
 
 
-def slice_spec(ctx: LoweringContext, dims, first: int) -> tuple[list[DimSlice], list[int]]:
+def slice_spec(ctx: LoweringContext, dims: Sequence[int], first: int) -> tuple[list[DimSlice], list[int]]:
     """The per-dim slices and final shape of a strided slice of ``dims`` whose constant begin, end and
     strides are inputs ``first``.. ``first + 2`` (StridedSlice and StridedSliceGrad share this)."""
     begin, end, strides = ctx.const_ints(first), ctx.const_ints(first + 1), ctx.const_ints(first + 2)
