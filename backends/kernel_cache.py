@@ -57,6 +57,29 @@ def default_cache_root() -> tuple[Path, Path]:
     return base / "tfxla_plugin" / "kernels", base
 
 
+def tool_version(exe: str, what: str, timeout: float) -> str:
+    """``exe --version``'s output (part of every cache key); ``CompileError`` naming ``what`` (e.g. "the
+    C compiler 'gcc'") when it cannot run."""
+    cmd = [exe, "--version"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise CompileError(f"cannot run {what}: {e}", cmd, "", "") from e
+    if out.returncode != 0:
+        raise CompileError(f"{' '.join(cmd)} failed", cmd, out.stderr, "")
+    return out.stdout.strip()
+
+
+def cache_key(source: str, command: list[str], *facts: str) -> str:
+    """The key of an artifact: sha256 of the source, the command (with placeholder paths, so the key does
+    not depend on where it builds) and what else decides the output (the tool's version, the target it
+    resolves), ``\\0``-separated."""
+    h = hashlib.sha256()
+    for k, part in enumerate((source, shlex.join(command), *facts)):
+        h.update((("\0" if k else "") + part).encode())
+    return h.hexdigest()
+
+
 @dataclass(frozen=True)
 class CachedBuild:
     path: Path

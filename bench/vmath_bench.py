@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from backends.cpu.compiler import CompilerOptions, compile_shared_object
+from backends.toolchain import CompilerOptions, compile_shared_object
 from backends.cpu.vmath import VMATH_C, VMATH_FUNCTIONS
 
 LIBM = {"exp": "expf(v)", "expm1": "expm1f(v)", "log": "logf(v)", "log1p": "log1pf(v)", "tanh": "tanhf(v)",

@@ -38,7 +38,7 @@ import pytest
 import hlo
 from backends.cpu import CompileOptions, Executable, compile as compile_module, compiler_options_for
 from backends.cpu.codegen import generate
-from backends.cpu.compiler import CompilerOptions, compile_shared_object
+from backends.toolchain import CompilerOptions, compile_shared_object
 from backends.cpu.runtime import Kernel
 from hlo.dtypes import PrimitiveType as P
 from hlo.ir import HloModule

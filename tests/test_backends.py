@@ -43,7 +43,7 @@ def test_an_unknown_backend_names_the_known_ones() -> None:
 
 
 def test_the_cpu_rebuild_command_is_the_build_command_with_placeholders() -> None:
-    from backends.cpu.compiler import CompilerOptions
+    from backends.toolchain import CompilerOptions
 
     argv = backends.get("cpu").rebuild_command("int f(void) { return 0; }\n")
     assert argv == CompilerOptions().command(backends.SOURCE, backends.OUTPUT)

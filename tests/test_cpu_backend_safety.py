@@ -32,11 +32,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import backends.cpu.compiler as compiler_mod
+import backends.toolchain as compiler_mod
 import hlo
 from backends.cpu import CodegenUnsupported, CompileError, CompilerOptions, KernelError, compiler_options_for
 from backends.cpu.codegen import generate
-from backends.cpu.compiler import compile_shared_object
+from backends.toolchain import compile_shared_object
 from backends.cpu.runtime import Kernel
 from backends.kernel_cache import UnsafeCacheError
 from hlo.ir import HloModule

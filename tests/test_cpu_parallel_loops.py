@@ -1,4 +1,4 @@
-"""Which loops of a loop nest OpenMP splits (backends/cpu/codegen.py ``parallel_loops``).
+"""Which loops of a loop nest OpenMP splits (backends/cpu/parallel.py ``parallel_loops``).
 
 Batch-1 NHWC tensors start with a size-1 loop; splitting only the outermost loop left every
 elementwise kernel of a batch-1 ResNet50 on one thread. Checked: the choice for typical shapes, and
@@ -12,7 +12,7 @@ import pytest
 
 import backends.cpu
 import hlo
-from backends.cpu.codegen import PARALLEL_CHUNKS, parallel_loops
+from backends.cpu.parallel import PARALLEL_CHUNKS, parallel_loops
 
 
 @pytest.mark.parametrize("dims,want", [

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from backends.cpu.compiler import CompilerOptions
+from backends.toolchain import CompilerOptions
 from backends.cpu.target import ISA_FLAGS, cpu_flags, target_features
 
 # GCC -m option -> cpuinfo flag, where the spellings differ (the rest are spelled alike)
@@ -62,7 +62,7 @@ def test_features_come_from_the_flags_line() -> None:
 def test_cache_key_depends_on_what_native_means(monkeypatch) -> None:
     """The same source and command line on a CPU where -march=native resolves differently is another
     kernel: a cache shared between machines must not hand one CPU's code to another."""
-    from backends.cpu import compiler
+    from backends import toolchain as compiler
 
     options = CompilerOptions()
     here = compiler.cache_key("int f(void) { return 1; }", options)

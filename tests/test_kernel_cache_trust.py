@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from backends.cpu import KernelError
-from backends.cpu.compiler import CompilerOptions, compile_shared_object
+from backends.toolchain import CompilerOptions, compile_shared_object
 from backends.cpu.runtime import Kernel
 from backends.kernel_cache import UnsafeCacheError, default_cache_dir
 from backends.shared_object import LoadError, load_library, read_regular_file

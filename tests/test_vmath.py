@@ -28,7 +28,7 @@ import pytest
 
 import hlo
 from backends.cpu import CompileOptions, compile as compile_module
-from backends.cpu.compiler import CompilerOptions, compile_shared_object
+from backends.toolchain import CompilerOptions, compile_shared_object
 from backends.cpu.prelude import PRELUDE
 from backends.cpu.vmath import VMATH_C, VMATH_FUNCTIONS
 

@@ -1,4 +1,10 @@
-"""The checks every backend's ``tfxla_run`` starts with (the kernel ABI, ``backends/README.md``).
+"""The kernel ABI every backend's ``tfxla_run`` speaks (``backends/README.md``): the signature and the
+checks ``tfxla_run`` starts with.
+
+The signature is JSON the kernel returns from ``tfxla_signature``: ``abi_version``, ``module``,
+``inputs`` and ``outputs`` (each dtype, dims and the ``minor_to_major`` order its buffer holds them
+in) and ``scratch_bytes``; a backend may add keys after those. ``emit_exports`` writes the three
+exported functions that describe a kernel (version, signature, scratch size).
 
 A kernel is compiled for exact input dims; ``in_dims`` holds the dims the caller passes, all inputs
 concatenated. Before anything reads a buffer, ``tfxla_run`` refuses a NULL state and any dim that
@@ -12,11 +18,49 @@ value is an internal failure (1 for the dims check and library errors).
 
 from __future__ import annotations
 
+import json
 from typing import Sequence
 
 from backends.codegen.buffer import IndentedBuffer
+from hlo.shapes import Shape
 
+ABI_VERSION = 1
 STATUS_INVALID_ARGUMENT = 3  # = tensorflow::error::INVALID_ARGUMENT
+
+
+def signature_entry(shape: Shape) -> dict:
+    """An input or output of the ABI: its buffer holds ``dims`` in ``minor_to_major`` order."""
+    m2m = shape.layout.minor_to_major if shape.layout is not None and shape.layout.minor_to_major \
+        else tuple(range(shape.rank - 1, -1, -1))
+    return {"dtype": shape.dtype.value, "dims": list(shape.dims), "minor_to_major": list(m2m)}
+
+
+def signature(module: str, inputs: Sequence[Shape], outputs: Sequence[Shape], scratch_bytes: int) -> dict:
+    """The signature of a kernel of HLO module ``module`` (inputs are the ENTRY parameters' shapes,
+    outputs the leaves of its result)."""
+    return {
+        "abi_version": ABI_VERSION,
+        "module": module,
+        "inputs": [signature_entry(s) for s in inputs],
+        "outputs": [signature_entry(s) for s in outputs],
+        "scratch_bytes": scratch_bytes,
+    }
+
+
+def physical_order(entry: dict) -> list[int] | None:
+    """The dims from major to minor of a signature entry's buffer; ``None`` for row-major."""
+    m2m = entry.get("minor_to_major")
+    rank = len(entry["dims"])
+    if not m2m or list(m2m) == list(range(rank - 1, -1, -1)):
+        return None
+    return list(reversed(m2m))
+
+
+def emit_exports(out: IndentedBuffer, sig: dict) -> None:
+    """``tfxla_abi_version``, ``tfxla_signature`` (``sig`` as JSON) and ``tfxla_scratch_bytes``."""
+    out.line(f"TFXLA_EXPORT int tfxla_abi_version(void) {{ return {ABI_VERSION}; }}")
+    out.line(f"TFXLA_EXPORT const char* tfxla_signature(void) {{ return {json.dumps(json.dumps(sig))}; }}")
+    out.line(f"TFXLA_EXPORT int64_t tfxla_scratch_bytes(void) {{ return {sig['scratch_bytes']}; }}")
 
 
 def emit_run_checks(out: IndentedBuffer, inputs: Sequence[tuple[str, Sequence[int]]]) -> None:

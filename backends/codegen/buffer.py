@@ -1,4 +1,4 @@
-"""An indented text buffer for generated code (in the spirit of TorchInductor's IndentedBuffer)."""
+"""An indented text buffer for generated code (in the spirit of TorchInductor's IndentedBuffer), and C comments."""
 
 from __future__ import annotations
 
@@ -43,3 +43,12 @@ class IndentedBuffer:
 
     def getvalue(self) -> str:
         return "\n".join(self._lines) + "\n"
+
+
+def c_comment(text: str, break_open: bool = True) -> str:
+    """``text`` as a C comment: a ``*/`` inside is broken up, and a ``/*`` too unless ``break_open`` is
+    False (a nested ``/*`` is legal C, but ``-Wcomment -Werror`` refuses it: CUDA builds with that;
+    the C kernels keep theirs, as in tuple shapes' ``/*index=5*/``, so their sources stay as they were)."""
+    if break_open:
+        text = text.replace("/*", "/ *")
+    return "/* " + text.replace("*/", "* /") + " */"

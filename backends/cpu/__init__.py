@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from backends.codegen.errors import CodegenUnsupported
 from backends.cpu.codegen import CodegenOptions, GeneratedKernel, generate
-from backends.cpu.compiler import CompileError, CompilerOptions, compile_shared_object
 from backends.cpu.runtime import Kernel, KernelError, KernelInvalidArgument
+from backends.toolchain import CompileError, CompilerOptions, compile_shared_object
 from hlo.ir import HloModule
 from hlo.verifier import verify
 

@@ -11,7 +11,7 @@ from backends import OUTPUT, SOURCE, BackendBase, CompileOptions, Executable
 from hlo.ir import HloModule
 
 if TYPE_CHECKING:
-    from backends.cpu.compiler import CompilerOptions
+    from backends.toolchain import CompilerOptions
 
 _DNNL_INCLUDE = '#include "oneapi/dnnl/dnnl.h"'
 
@@ -20,7 +20,7 @@ def rebuild_options(source: str) -> "CompilerOptions":
     """The default C compiler options plus what ``source`` needs (oneDNN's headers and library)."""
     from backends.cpu import compiler_options_for, dnnl
     from backends.cpu.codegen import GeneratedKernel
-    from backends.cpu.compiler import CompilerOptions
+    from backends.toolchain import CompilerOptions
 
     if _DNNL_INCLUDE not in source:
         return CompilerOptions()

@@ -10,8 +10,8 @@ hlo/index_check.py's text with the run-time numbers as ``%lld`` conversions, so 
 the kernel say the same. The loop nest's elemental emitter is told which gathers were checked
 (``ElementalEmitter.index_checked``); the gather rule refuses one that was not.
 
-A checked scatter (a top-level kernel, backends/cpu/kernels_scatter.py) is checked the same way by
-``emit_scatter_check`` before it copies its operand or writes an update; the second pass reports the
+A checked scatter (the serial kernel backends/codegen/serial/scatter.py, through the CPU emitter's
+``emit_scatter_check``) is checked the same way before it copies its operand or writes an update; the second pass reports the
 last bad row, as TF does. Shapes TF refuses whatever the indices hold fail unconditionally. The
 status leaves the computation's function with ``return``, and callers (fusions run as calls, while
 bodies, conditionals) pass a nonzero status on.

@@ -1,3 +1,5 @@
-"""Imports every top-level kernel module so that each registers its opcodes."""
+"""Imports every top-level kernel module so that each registers its opcodes: the CPU's own
+(``TOP_LEVEL``) and the serial kernels every backend shares (``backends.codegen.serial.SERIAL``)."""
 
-from backends.cpu import kernels_control, kernels_dnnl, kernels_misc, kernels_scatter, kernels_sort  # noqa: F401
+import backends.codegen.serial  # noqa: F401
+from backends.cpu import kernels_control, kernels_dnnl, kernels_misc  # noqa: F401

@@ -8,7 +8,7 @@ reads what it is writing.
 
 from __future__ import annotations
 
-from backends.cpu.codegen import Buf, ComputationEmitter, Value, leaves, top_level
+from backends.cpu.computation import Buf, ComputationEmitter, Value, leaves, top_level
 from backends.cpu.dialect import C
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
@@ -22,12 +22,12 @@ def _copy_value(em: ComputationEmitter, dst: Value, src: Value) -> None:
 
 @top_level(Opcode.CALL)
 def _call(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
-    em.emit_call(inst.attr("to_apply").name, [em.values_or_const(o) for o in inst.operands], target)
+    em.emit_call(inst.attr("to_apply").name, [em.value(o) for o in inst.operands], target)
 
 
 @top_level(Opcode.WHILE)
 def _while(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
-    _copy_value(em, target, em.values_or_const(inst.operands[0]))
+    _copy_value(em, target, em.value(inst.operands[0]))
     pred = em.alloc(Shape.array("pred", ()), f"{inst.name}#pred")
     fresh = em.alloc_value(inst.shape, f"{inst.name}#next")
     with em.buf.block("for (;;)"):
@@ -39,7 +39,7 @@ def _while(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
 
 @top_level(Opcode.CONDITIONAL)
 def _conditional(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
-    selector = em.values_or_const(inst.operands[0])
+    selector = em.value(inst.operands[0])
     assert isinstance(selector, Buf)
     key = C.load(selector.shape.dtype, f"{selector.ptr}[0]")
     if "branch_computations" in inst.attrs:
@@ -57,5 +57,5 @@ def _conditional(em: ComputationEmitter, inst: HloInstruction, target: Value) ->
         for k, name in enumerate(branches):
             em.buf.line(f"case {k}:")
             with em.buf.indent():
-                em.emit_call(name, [em.values_or_const(inst.operands[k + 1])], target)
+                em.emit_call(name, [em.value(inst.operands[k + 1])], target)
                 em.buf.line("break;")

@@ -28,7 +28,8 @@ from backends.codegen.elemental import ElementalEmitter
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
 from backends.cpu import dnnl, dnnl_guard
-from backends.cpu.codegen import Buf, ComputationEmitter, Value, parallel_for_pragma, parallel_loops, top_level
+from backends.cpu.computation import Buf, ComputationEmitter, Value, buf_reader, top_level
+from backends.cpu.parallel import parallel_for_pragma, parallel_loops
 from backends.cpu.dialect import C
 from backends.cpu.dnnl import Binary, ConvWindow, DnnlPrimitive, Eltwise, Tensor
 from backends.cpu.dnnl_epilogue import EpilogueMatch
@@ -165,7 +166,7 @@ def _install(em: ComputationEmitter, hero: HloInstruction, operand_shapes) -> dn
 
 def _outer_operand(em: ComputationEmitter, name: str) -> tuple[Buf, str | None] | None:
     """The buffer of instruction ``name`` of the current computation, and its C array if a constant."""
-    value = em.values_or_const(name)
+    value = em.value(name)
     if not isinstance(value, Buf):
         return None
     inst = em.comp[name]
@@ -376,7 +377,7 @@ def _epilogue_loop(em: ComputationEmitter, inst: HloInstruction, comp: HloComput
     """The elemental loop computing the fusion's root from ``cut`` (in ``cut_buf``), or None if unsupported."""
     return _store_loop(em, comp, [em.reader(o) for o in inst.operands], comp.root_name, target,
                        parallel=target.shape.num_elements >= em.gen.options.parallel_threshold,
-                       external={cut: cut_buf.read})
+                       external={cut: buf_reader(cut_buf)})
 
 
 def _store_loop(em: ComputationEmitter, comp: HloComputation, readers, name: str, target: Buf, *, parallel: bool,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from backends.codegen.abi import STATUS_INVALID_ARGUMENT
+from backends.codegen.abi import STATUS_INVALID_ARGUMENT, physical_order
 from backends.shared_object import LoadError, load_library, read_record
 from hlo.dtypes import PrimitiveType
 
@@ -52,8 +52,8 @@ class Kernel:
         self.inputs = [(PrimitiveType.from_text(i["dtype"]), tuple(i["dims"])) for i in self.signature["inputs"]]
         self.outputs = [(PrimitiveType.from_text(o["dtype"]), tuple(o["dims"])) for o in self.signature["outputs"]]
         # Buffers are in each shape's layout: the major-to-minor order of the dims, when it is not row-major.
-        self._in_order = [_physical_order(i) for i in self.signature["inputs"]]
-        self._out_order = [_physical_order(o) for o in self.signature["outputs"]]
+        self._in_order = [physical_order(i) for i in self.signature["inputs"]]
+        self._out_order = [physical_order(o) for o in self.signature["outputs"]]
         self._scratch = np.empty(int(self.signature["scratch_bytes"]) + 64, np.uint8)
         offset = (-self._scratch.ctypes.data) % 64
         self._scratch_ptr = self._scratch.ctypes.data + offset
@@ -93,12 +93,3 @@ class Kernel:
             raise (KernelInvalidArgument if status == STATUS_INVALID_ARGUMENT else KernelError)(message)
         return [o if order is None else np.ascontiguousarray(np.transpose(o, np.argsort(order)))
                 for o, order in zip(outs, self._out_order)]
-
-
-def _physical_order(entry: dict) -> list[int] | None:
-    """The dims from major to minor of a signature entry's buffer; ``None`` for row-major."""
-    m2m = entry.get("minor_to_major")
-    rank = len(entry["dims"])
-    if not m2m or list(m2m) == list(range(rank - 1, -1, -1)):
-        return None
-    return list(reversed(m2m))

@@ -13,11 +13,11 @@ check script.
 from __future__ import annotations
 
 from backends.codegen.errors import CodegenUnsupported
-from backends.cpu.compiler import CompileError
 from backends.cuda.codegen import CodegenOptions, GeneratedModule, generate
 from backends.cuda.compiler import NvccNotFound, NvccOptions, compile_fatbin
 from backends.cuda.host_launcher import CompiledLauncher, LauncherOptions, compile_launcher, launcher_source
 from backends.cuda.runtime import CompileOptions, CudaUnavailable, Executable, compile
+from backends.toolchain import CompileError
 from hlo.ir import HloModule
 
 

@@ -25,10 +25,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Union
 
-from backends.codegen.buffer import IndentedBuffer
-from backends.codegen.buffer_assignment import Arena, is_view, last_uses
+from backends.codegen import values as V
+from backends.codegen.abi import signature as abi_signature
+from backends.codegen.buffer import IndentedBuffer, c_comment
+from backends.codegen.buffer_assignment import Arena
+from backends.codegen.computation import ComputationEmitterBase
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.names import Names
+from backends.codegen.refusals import RNG_OPCODES, refuse_rng
+from backends.codegen.registry import registrar
 from backends.cuda import dialect as D
 from backends.cuda.prelude import PRELUDE
 from backends.cuda.program import BufRef, Copy, Launch, Program, Step, Switch, WhileLoop, render
@@ -36,9 +41,6 @@ from hlo.dtypes import PrimitiveType
 from hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape, ShapeLike, TupleShape
-
-ABI_VERSION = 1
-
 
 @dataclass(frozen=True)
 class DevBuf:
@@ -53,25 +55,11 @@ class DevBuf:
 
 
 Value = Union[DevBuf, tuple]
-
-
-def leaves(value: Value) -> list[DevBuf]:
-    if isinstance(value, DevBuf):
-        return [value]
-    out: list[DevBuf] = []
-    for v in value:
-        out.extend(leaves(v))
-    return out
+leaves = V.leaves
 
 
 def check_array(shape: ShapeLike, what: str) -> Shape:
-    if not isinstance(shape, Shape) or not shape.dtype.is_array_type:
-        raise CodegenUnsupported(f"{what} must be an array, got {shape}")
-    try:
-        D.storage(shape.dtype)
-    except CodegenUnsupported as e:
-        raise CodegenUnsupported(f"{what}: {e}") from None
-    return shape
+    return V.check_array(shape, what, D.storage)
 
 
 def is_row_major(shape: Shape) -> bool:
@@ -102,16 +90,6 @@ class GeneratedModule:
         return render(self.program.steps)
 
 
-def _signature_entry(shape: Shape) -> dict:
-    m2m = shape.layout.minor_to_major if shape.layout is not None and shape.layout.minor_to_major \
-        else tuple(range(shape.rank - 1, -1, -1))
-    return {"dtype": shape.dtype.value, "dims": list(shape.dims), "minor_to_major": list(m2m)}
-
-
-def c_comment(text: str) -> str:
-    return "/* " + text.replace("/*", "/ *").replace("*/", "* /") + " */"
-
-
 def _ident(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
@@ -128,26 +106,16 @@ def emit_row_group(cem, group):
     return emit(cem, group)
 
 
-class ComputationEmitter:
+class ComputationEmitter(ComputationEmitterBase):
     """Emits one computation as host steps, its values in one scratch region (see module docstring)."""
 
     def __init__(self, gen: "ModuleEmitter", comp: HloComputation, params: list[Value], result: Value | None):
-        self.gen = gen
-        self.comp = comp
+        super().__init__(gen, comp)
         self.params = params
         self.result = result
         self.region = len(gen.regions)
-        self.arena = Arena()
         gen.regions.append(self.arena)
         self.steps: list[Step] = []
-        self.values: dict[str, Value] = {}
-        self.last_use = last_uses(comp)
-        self._dying: dict[int, list[str]] = {}
-        for owner, step in self.last_use.items():
-            self._dying.setdefault(step, []).append(owner)
-        self._owned: dict[str, list[str]] = {}
-        self._temps: list[str] = []
-        self.step = 0
 
     # --- buffers ------------------------------------------------------------------
     def alloc(self, shape: Shape, label: str, temp: bool = False) -> DevBuf:
@@ -162,14 +130,6 @@ class ComputationEmitter:
             return tuple(self.alloc_value(s, f"{label}#{k}", temp) for k, s in enumerate(shape.elements))
         return self.alloc(check_array(shape, f"%{label}"), label, temp)
 
-    def _release_dead(self, step: int) -> None:
-        for label in self._temps:
-            self.arena.release(label, self.step)
-        self._temps.clear()
-        for owner in self._dying.get(step, ()):
-            for label in self._owned.pop(owner, []):
-                self.arena.release(label, self.step)
-
     def _emit_group(self, group, direct: dict) -> None:
         """A row program as one kernel; if it cannot be one, its members one by one."""
         try:
@@ -181,10 +141,6 @@ class ComputationEmitter:
             return
         self.steps.append(launch)
 
-    def value(self, name: str) -> Value:
-        v = self.values.get(name)
-        return v if v is not None else self.gen.constant_value(self.comp[name])
-
     def copy(self, dst: Value, src: Value) -> None:
         for d, s in zip(leaves(dst), leaves(src)):
             if d.ref != s.ref and d.shape.byte_size:
@@ -194,15 +150,7 @@ class ComputationEmitter:
     def emit(self) -> Value:
         comp = self.comp
         root = comp.root
-        direct: dict[str, Value] = {}
-        if self.result is not None:
-            if root.opcode is Opcode.TUPLE:
-                counts = {n: list(root.operands).count(n) for n in root.operands}
-                for name, part in zip(root.operands, self.result):
-                    if counts[name] == 1:
-                        direct[name] = part
-            else:
-                direct[root.name] = self.result
+        direct = V.direct_results(root, self.result) if self.result is not None else {}
         for p, v in zip(comp.parameters, self.params):
             self.values[p.name] = v
         groups = {m.inst.name: g for g in row_groups(self.gen, comp) for m in g}
@@ -214,7 +162,7 @@ class ComputationEmitter:
             group = groups.get(inst.name)
             if group is None:
                 self.emit_instruction(inst, direct.get(inst.name))
-                self._release_dead(step)
+                self.release_dead(step)
                 continue
             # A row program member: only values used outside the group get a buffer; buffers are
             # released when the group's kernel has been emitted (it reads them all).
@@ -225,7 +173,7 @@ class ComputationEmitter:
             if inst.name == group[-1].inst.name:
                 self._emit_group(group, direct)
                 for s in range(group_start, step + 1):
-                    self._release_dead(s)
+                    self.release_dead(s)
         final = self.value(root.name)
         if self.result is not None:
             self.copy(self.result, final)
@@ -233,27 +181,11 @@ class ComputationEmitter:
         return final
 
     def emit_instruction(self, inst: HloInstruction, out: Value | None) -> None:
+        if self.emit_alias(inst, out):
+            return
         op = inst.opcode
-        if op is Opcode.PARAMETER:
-            return
-        if op is Opcode.CONSTANT:
-            self.values[inst.name] = self.gen.constant_value(inst)
-            return
-        if op is Opcode.TUPLE:
-            self.values[inst.name] = tuple(self.value(o) for o in inst.operands)
-            return
-        if op is Opcode.GET_TUPLE_ELEMENT:
-            src = self.value(inst.operands[0])
-            if not isinstance(src, tuple):
-                raise CodegenUnsupported(f"%{inst.name}: get-tuple-element of a non-tuple")
-            self.values[inst.name] = src[inst.attr("index")]
-            return
         if op is Opcode.AFTER_ALL:
             self.values[inst.name] = ()
-            return
-        if out is None and is_view(self.comp, inst):
-            src = self.value(inst.operands[0])
-            self.values[inst.name] = DevBuf(src.ref, inst.shape)
             return
         target = out if out is not None else self.alloc_value(inst.shape, inst.name)
         self.values[inst.name] = target
@@ -274,21 +206,12 @@ class ComputationEmitter:
 
 HostStep = Callable[[ComputationEmitter, HloInstruction, Value], None]
 HOST_STEPS: dict[Opcode, HostStep] = {}
+host_step = registrar(HOST_STEPS)
 
 
-def host_step(*opcodes: Opcode):
-    def register(fn: HostStep) -> HostStep:
-        for op in opcodes:
-            HOST_STEPS[op] = fn
-        return fn
-    return register
-
-
-@host_step(Opcode.RNG, Opcode.RNG_BIT_GENERATOR, Opcode.RNG_GET_AND_UPDATE_STATE)
+@host_step(*RNG_OPCODES)
 def _rng(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
-    raise CodegenUnsupported(f"%{inst.name}: {inst.opcode.text}: random number generation is not supported by "
-                             f"the CUDA backend (XLA's generator state and streams are not specified by the "
-                             f"reference evaluator either)")
+    refuse_rng(inst, D.CUDA.backend)
 
 
 @host_step(Opcode.CALL)
@@ -393,22 +316,13 @@ class ModuleEmitter:
         outs = [DevBuf(BufRef("output", k, nbytes=s.byte_size), check_array(s, "an output"))
                 for k, s in enumerate(out_shapes)]
         it = iter(outs)
-
-        def rebuild(s):
-            return tuple(rebuild(e) for e in s.elements) if isinstance(s, TupleShape) else next(it)
-        steps = self.computation(entry.name, params, rebuild(entry.root.shape))
+        steps = self.computation(entry.name, params, V.rebuild(entry.root.shape, lambda _s: next(it)))
         bases, total = [], 0
         for arena in self.regions:
             bases.append(total)
             total += -(-arena.size // 256) * 256
         program = Program(tuple(_resolve(steps, bases)), total)
-        signature = {
-            "abi_version": ABI_VERSION,
-            "module": self.module.name,
-            "inputs": [_signature_entry(p.shape) for p in entry.parameters],
-            "outputs": [_signature_entry(s) for s in out_shapes],
-            "scratch_bytes": total,
-        }
+        signature = abi_signature(self.module.name, [p.shape for p in entry.parameters], out_shapes, total)
         return GeneratedModule(self._assemble(program), program, signature, tuple(self.kernel_names),
                                dict(self.strategies))
 

@@ -8,7 +8,7 @@ so newer GPUs can JIT it) into one fat binary, which the CUDA driver (PyCUDA's
 the archs are part of the command. Entries live at
 ``<cache_dir>/<key[:2]>/<key>.fatbin`` next to the kept ``.cu``; writes are
 atomic and a per-key file lock makes concurrent compiles of one source run
-nvcc once. Failures raise the CPU backend's ``CompileError`` (command, stderr,
+nvcc once. Failures raise ``backends.kernel_cache.CompileError`` (command, stderr,
 source path). nvcc needs no GPU, so every generated kernel is compile-checked
 on any machine that has it.
 
@@ -25,25 +25,18 @@ import functools
 import hashlib
 import os
 import re
-import shlex
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.kernel_cache import CompileError, build_cached
+from backends import kernel_cache
+from backends.kernel_cache import build_cached
 from backends.shared_object import LoadError, read_regular_file
 
 
 @functools.lru_cache(maxsize=None)
 def nvcc_version(nvcc: str) -> str:
-    try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise CompileError(f"cannot run nvcc ({nvcc!r}): {e}", [nvcc, "--version"], "", "") from e
-    if out.returncode != 0:
-        raise CompileError(f"{nvcc} --version failed", [nvcc, "--version"], out.stderr, "")
-    return out.stdout.strip()
+    return kernel_cache.tool_version(nvcc, f"nvcc ({nvcc!r})", timeout=60)
 
 
 class NvccNotFound(FileNotFoundError):
@@ -116,10 +109,7 @@ class NvccOptions:
 def cache_key(source: str, options: NvccOptions, shared: bool = False) -> str:
     cmd = options.shared_command("SOURCE.cu", "OUTPUT.so") if shared else options.command("SOURCE.cu", "OUTPUT.fatbin")
     cmd[0] = os.path.basename(cmd[0])
-    h = hashlib.sha256()
-    for part in (source, "\0", shlex.join(cmd), "\0", nvcc_version(options.executable)):
-        h.update(part.encode())
-    return h.hexdigest()
+    return kernel_cache.cache_key(source, cmd, nvcc_version(options.executable))
 
 
 @dataclass(frozen=True)

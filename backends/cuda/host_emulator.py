@@ -31,7 +31,7 @@ import re
 
 import numpy as np
 
-from backends.cpu.compiler import CompilerOptions, compile_shared_object
+from backends.toolchain import CompilerOptions, compile_shared_object
 from backends.cuda.codegen import GeneratedModule
 from backends.cuda.compiler import batch_source
 from backends.shared_object import load_library

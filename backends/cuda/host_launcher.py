@@ -32,9 +32,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.codegen.abi import emit_run_checks
-from backends.codegen.buffer import IndentedBuffer
-from backends.cuda.codegen import ABI_VERSION, CodegenOptions, GeneratedModule, c_comment, generate
+from backends.codegen.abi import ABI_VERSION, emit_exports, emit_run_checks
+from backends.codegen.buffer import IndentedBuffer, c_comment
+from backends.cuda.codegen import CodegenOptions, GeneratedModule, generate
 from backends.cuda.compiler import NvccOptions, cache_key, require_nvcc
 from backends.cuda.program import BufRef, Copy, Launch, Step, Switch, WhileLoop
 from backends.kernel_cache import build_cached
@@ -165,9 +165,9 @@ class LauncherSource:
 
 
 def launcher_signature(generated: GeneratedModule) -> dict:
+    """The module's signature as the launcher reports it: no host scratch (the arena is on the device)."""
     sig = generated.signature
-    return {"abi_version": ABI_VERSION, "module": sig["module"], "inputs": sig["inputs"], "outputs": sig["outputs"],
-            "scratch_bytes": 0, "backend": "cuda", "device_scratch_bytes": sig["scratch_bytes"]}
+    return {**sig, "scratch_bytes": 0, "backend": "cuda", "device_scratch_bytes": sig["scratch_bytes"]}
 
 
 def _nbytes(entry: dict) -> int:
@@ -391,9 +391,7 @@ def _host(generated: GeneratedModule, signature: dict) -> str:
     out.line("")
     _run(out, em, signature)
     out.line("")
-    out.line(f"TFXLA_EXPORT int tfxla_abi_version(void) {{ return {ABI_VERSION}; }}")
-    out.line(f"TFXLA_EXPORT const char* tfxla_signature(void) {{ return {json.dumps(json.dumps(signature))}; }}")
-    out.line("TFXLA_EXPORT int64_t tfxla_scratch_bytes(void) { return 0; }")
+    emit_exports(out, signature)
     with out.block("TFXLA_EXPORT void tfxla_teardown(void* state)"):
         out.line("if (state) tfxla_release(static_cast<tfxla_state*>(state));")
     _init(out, em, signature["module"])

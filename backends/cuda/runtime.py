@@ -22,6 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
+from backends.codegen.abi import physical_order
 from backends.cuda.codegen import CodegenOptions, GeneratedModule, generate
 from backends.cuda.compiler import CompiledFatbin, NvccOptions, compile_fatbin
 from backends.cuda.program import BufRef, Copy, Launch, Switch, WhileLoop
@@ -138,8 +139,8 @@ class Executable:
         self._device_factory = device_factory
         self.device = None
         sig = generated.signature
-        self.inputs = [(PrimitiveType.from_text(i["dtype"]), tuple(i["dims"]), _order(i)) for i in sig["inputs"]]
-        self.outputs = [(PrimitiveType.from_text(o["dtype"]), tuple(o["dims"]), _order(o)) for o in sig["outputs"]]
+        self.inputs = [(PrimitiveType.from_text(i["dtype"]), tuple(i["dims"]), physical_order(i)) for i in sig["inputs"]]
+        self.outputs = [(PrimitiveType.from_text(o["dtype"]), tuple(o["dims"]), physical_order(o)) for o in sig["outputs"]]
 
     @property
     def source(self) -> str:
@@ -265,14 +266,6 @@ def _nbytes(dtype: PrimitiveType, dims) -> int:
     for d in dims:
         n *= d
     return n * np.dtype(dtype.numpy).itemsize
-
-
-def _order(entry: dict) -> list[int] | None:
-    m2m = entry.get("minor_to_major")
-    rank = len(entry["dims"])
-    if not m2m or list(m2m) == list(range(rank - 1, -1, -1)):
-        return None
-    return list(reversed(m2m))
 
 
 def compile(module: HloModule, options: CompileOptions | None = None, device_factory=PyCudaDevice) -> Executable:  # noqa: A001

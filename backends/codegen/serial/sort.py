@@ -1,10 +1,9 @@
-"""Top-level kernels that sort: sort (any comparator, stable) and the TopK custom call.
+"""The serial sort kernel (any comparator, stable), and the row sort TopK uses too.
 
-The comparator computation becomes a ``static inline`` C function of 2N
-scalars. Each row along the sort dimension is sorted as a permutation with a
-bottom-up stable merge sort (the right element moves first only when the
-comparator says it is strictly less), then every operand is gathered
-through the permutation.
+The comparator computation becomes a helper function of 2N scalars (``static inline`` in C,
+``__device__`` in CUDA: the dialect's ``inline_function``). Each row along the sort dimension is
+sorted as a permutation with a bottom-up stable merge sort (the right element moves first only when
+the comparator says it is strictly less), then every operand is gathered through the permutation.
 """
 
 from __future__ import annotations
@@ -13,14 +12,16 @@ from backends.codegen.buffer import IndentedBuffer
 from backends.codegen.elemental import ElementalEmitter
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
-from backends.cpu.codegen import Buf, ComputationEmitter, Value, leaves, top_level
+from backends.codegen.serial import SerialEmitter, serial_kernel
+from backends.codegen.values import Buf, leaves
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 
 
-def comparator_function(em: ComputationEmitter, comp_name: str) -> str:
-    """Emit ``static inline int cmp_N(a0, b0, a1, b1, ...)`` for a comparator computation (memoized)."""
+def comparator_function(em: SerialEmitter, comp_name: str) -> str:
+    """Emit ``int cmp_N(a0, b0, a1, b1, ...)`` for a comparator computation (memoized per module)."""
     gen = em.gen
+    C = gen.dialect
     cache = gen.__dict__.setdefault("_comparators", {})
     if comp_name in cache:
         return cache[comp_name]
@@ -28,12 +29,12 @@ def comparator_function(em: ComputationEmitter, comp_name: str) -> str:
     comp = gen.module.computation(comp_name)
     args = [f"x{k}" for k in range(len(comp.parameters))]
     body = IndentedBuffer()
-    sub = ElementalEmitter(gen.dialect, gen.module, comp, [(lambda _i, a=a: a) for a in args], body, gen.names,
+    sub = ElementalEmitter(C, gen.module, comp, [(lambda _i, a=a: a) for a in args], body, gen.names,
                            gen.constant_ref)
     result = sub.emit(comp.root_name, ())
-    params = ", ".join(f"{gen.dialect.compute(p.shape.dtype)} {a}" for p, a in zip(comp.parameters, args))
+    params = ", ".join(f"{C.compute(p.shape.dtype)} {a}" for p, a in zip(comp.parameters, args))
     text = IndentedBuffer()
-    with text.block(f"{gen.dialect.inline_function} int {fname}({params})"):
+    with text.block(f"{C.inline_function} int {fname}({params})"):
         text.splice(body)
         text.line(f"return ({result}) != 0;")
     gen.globals.splice(text)
@@ -41,12 +42,12 @@ def comparator_function(em: ComputationEmitter, comp_name: str) -> str:
     return fname
 
 
-def emit_row_sort(em: ComputationEmitter, operands: list[Buf], dim: int, cmp: str, keep: int,
+def emit_row_sort(em: SerialEmitter, operands: list[Buf], dim: int, cmp: str, keep: int,
                   write, iota_operand: bool = False) -> None:
     """Sort every row of ``operands`` along ``dim`` with comparator ``cmp``; ``write(idx_out, j_src, pos)``
     emits the stores for output position ``pos`` (< keep) taking source row element ``j_src``.
     ``iota_operand``: the comparator also receives each element's position (TopK's index operand)."""
-    C = em.gen.dialect  # the target's C (the CUDA serial strategy runs this kernel too)
+    C = em.gen.dialect
     shape = operands[0].shape
     n = shape.dims[dim]
     if n == 0 or shape.num_elements == 0:
@@ -92,9 +93,9 @@ def emit_row_sort(em: ComputationEmitter, operands: list[Buf], dim: int, cmp: st
             b.line("}")
 
 
-@top_level(Opcode.SORT)
-def _sort(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
-    operands = [em.values_or_const(o) for o in inst.operands]
+@serial_kernel(Opcode.SORT)
+def _sort(em: SerialEmitter, inst: HloInstruction, target) -> None:
+    operands = [em.value(o) for o in inst.operands]
     if not all(isinstance(o, Buf) for o in operands):
         raise CodegenUnsupported(f"%{inst.name}: sort of tuple operands")
     (dim,) = inst.attr("dimensions")
@@ -108,33 +109,3 @@ def _sort(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
             dst_idx = idx_of(pos)
             em.buf.line(f"{out.ptr}[{linear_index(out.shape, dst_idx)}] = {op.ptr}[{linear_index(op.shape, src_idx)}];")
     emit_row_sort(em, operands, dim, cmp, n, write)
-
-
-@top_level(Opcode.CUSTOM_CALL)
-def _custom_call(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
-    kernel = CUSTOM_CALLS.get(inst.attr("custom_call_target"))
-    if kernel is None:
-        raise CodegenUnsupported(f"%{inst.name}: custom-call target {inst.attr('custom_call_target')!r} "
-                                 f"is not supported by the CPU backend")
-    kernel(em, inst, target)
-
-
-def _topk(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
-    C = em.gen.dialect  # the target's C (the CUDA serial strategy runs this kernel too)
-    (x,) = [em.values_or_const(o) for o in inst.operands]
-    values, indices = leaves(target)
-    comps = inst.attr("called_computations")
-    cmp = comparator_function(em, comps[0].name)
-    dim = x.shape.rank - 1
-    k = values.shape.dims[-1]
-
-    def write(idx_of, src, pos):
-        em.buf.line(f"{values.ptr}[{linear_index(values.shape, idx_of(pos))}] = "
-                    f"{x.ptr}[{linear_index(x.shape, idx_of(src))}];")
-        em.buf.line(f"{indices.ptr}[{linear_index(indices.shape, idx_of(pos))}] = "
-                    f"({C.storage(indices.shape.dtype)})({src});")
-    arity = len(em.gen.module.computation(comps[0].name).parameters)
-    emit_row_sort(em, [x], dim, cmp, k, write, iota_operand=arity == 4)
-
-
-CUSTOM_CALLS = {"TopK": _topk}

@@ -1,29 +1,27 @@
-"""The C compiler driver: kernels are shared objects in the content-addressed cache of
-``backends.kernel_cache``, keyed by sha256 of (C source, full compiler command, compiler version, and
-what ``-march=native`` resolves to on this CPU), under ``<cache_dir>/<key[:2]>/<key>.so``.
+"""The native C/C++ toolchain every backend shares: gcc (or ``$CC``) building shared objects.
+
+The CPU backend compiles its kernels with it, the CUDA backend its host emulator (``cuda/host_emulator.py``,
+g++). Shared objects live in the content-addressed cache of ``backends.kernel_cache``, keyed by sha256 of
+(source, full compiler command, compiler version, and what ``-march=native`` resolves to on this CPU),
+under ``<cache_dir>/<key[:2]>/<key>.so``; a failed compile raises ``CompileError`` (command, stderr, kept
+source).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
-import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
+from backends import kernel_cache
 from backends.kernel_cache import CompileError, build_cached
 
 
 @functools.lru_cache(maxsize=None)
 def compiler_version(cc: str) -> str:
-    try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise CompileError(f"cannot run the C compiler {cc!r}: {e}", [cc, "--version"], "", "") from e
-    return out.stdout.strip()
+    return kernel_cache.tool_version(cc, f"the C compiler {cc!r}", timeout=30)
 
 
 @functools.lru_cache(maxsize=None)
@@ -78,12 +76,8 @@ class CompilerOptions:
 
 def cache_key(source: str, options: CompilerOptions) -> str:
     # The command is hashed with placeholder paths so the key does not depend on where we compile.
-    cmd = options.command("SOURCE.c", "OUTPUT.so")
-    h = hashlib.sha256()
-    for part in (source, "\0", shlex.join(cmd), "\0", compiler_version(options.cc), "\0",
-                 native_target(options.cc, options.target_flags)):
-        h.update(part.encode())
-    return h.hexdigest()
+    return kernel_cache.cache_key(source, options.command("SOURCE.c", "OUTPUT.so"), compiler_version(options.cc),
+                                  native_target(options.cc, options.target_flags))
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
-"""Top-level kernels that write through computed indices: scatter and select-and-scatter.
+"""Serial kernels that write through computed indices: scatter and select-and-scatter.
 
 scatter copies its operands to the result, then walks the update windows in
 row-major order of the scatter indices; a window that would start outside
 the operand or run past it is skipped whole (XLA's semantics), and each
 element is combined with ``to_apply``. A scatter with ``index_check=`` (TF's
-ScatterNd/TensorScatter*) first checks every index row (backends/cpu/index_check.py)
-and returns status 3 with TF's message before it writes anything. select-and-scatter fills the result
+ScatterNd/TensorScatter*) first checks every index row (``em.emit_scatter_check``: the CPU's
+returns status 3 with TF's message, backends/cpu/index_check.py) before it writes anything. select-and-scatter fills the result
 with the init value, picks one operand element per window with ``select``
 (the current pick stays while select(current, candidate) holds), and
 combines the source value into it with ``scatter``.
@@ -16,41 +16,40 @@ from __future__ import annotations
 from backends.codegen.elemental import ElementalEmitter
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
-from backends.cpu.codegen import Buf, ComputationEmitter, Value, leaves, top_level
-from backends.cpu.index_check import emit_scatter_check
+from backends.codegen.serial import SerialEmitter, serial_kernel
+from backends.codegen.values import Buf, leaves
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 
 
-def _open_loops(em: ComputationEmitter, bounds: list[tuple[str, int]]) -> None:
+def _open_loops(em: SerialEmitter, bounds: list[tuple[str, int]]) -> None:
     for var, n in bounds:
         em.buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
         em.buf._level += 1
 
 
-def _close_loops(em: ComputationEmitter, count: int) -> None:
+def _close_loops(em: SerialEmitter, count: int) -> None:
     for _ in range(count):
         em.buf._level -= 1
         em.buf.line("}")
 
 
-def _scalar_call(em: ComputationEmitter, comp_name: str, args: list[str]):
+def _scalar_call(em: SerialEmitter, comp_name: str, args: list[str]):
     sub = ElementalEmitter(em.gen.dialect, em.gen.module, em.gen.module.computation(comp_name), [(lambda _i, a=a: a) for a in args],
                            em.buf, em.names, em.gen.constant_ref)
     return sub.emit(sub.comp.root_name, ())
 
 
-@top_level(Opcode.SCATTER)
-def _scatter(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
-    C = em.gen.dialect  # the target's C (the CUDA serial strategy runs this kernel too)
-    vals = [em.values_or_const(o) for o in inst.operands]
+@serial_kernel(Opcode.SCATTER)
+def _scatter(em: SerialEmitter, inst: HloInstruction, target) -> None:
+    C = em.gen.dialect
+    vals = [em.value(o) for o in inst.operands]
     n = (len(vals) - 1) // 2
     operands, indices, updates = vals[:n], vals[n], vals[n + 1:]
     if not all(isinstance(v, Buf) for v in vals):
         raise CodegenUnsupported(f"%{inst.name}: scatter of tuple operands")
     shape, upd_shape, idx_shape = operands[0].shape, updates[0].shape, indices.shape
-    emit_scatter_check(em.buf, em.names, inst, shape, idx_shape, upd_shape,
-                       lambda idx: C.load(idx_shape.dtype, f"{indices.ptr}[{linear_index(idx_shape, idx)}]"))
+    em.emit_scatter_check(inst, shape, idx_shape, upd_shape, lambda idx: C.load(idx_shape.dtype, indices.at(idx)))
     outs = leaves(target)
     for out, op in zip(outs, operands):
         em.emit_copy(out, op)
@@ -101,15 +100,15 @@ def _scatter(em: ComputationEmitter, inst: HloInstruction, target: Value) -> Non
         _close_loops(em, len(scatter_dims))
 
 
-@top_level(Opcode.SELECT_AND_SCATTER)
-def _select_and_scatter(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
-    C = em.gen.dialect  # the target's C (the CUDA serial strategy runs this kernel too)
-    operand, source, init = [em.values_or_const(o) for o in inst.operands]
+@serial_kernel(Opcode.SELECT_AND_SCATTER)
+def _select_and_scatter(em: SerialEmitter, inst: HloInstruction, target) -> None:
+    C = em.gen.dialect
+    operand, source, init = [em.value(o) for o in inst.operands]
     (out,) = leaves(target)
     shape, src_shape = operand.shape, source.shape
     window = inst.attr("window").dims
     b = em.buf
-    init_v = init.read(())
+    init_v = C.load(init.shape.dtype, init.at(()))
     with b.block(""):
         if shape.num_elements:
             b.line(f"for (int64_t i = 0; i < {shape.num_elements}; ++i) {out.ptr}[i] = {C.store(shape.dtype, init_v)};")

@@ -1,0 +1,269 @@
+"""One computation as a C function, and the table of top-level kernels.
+
+Every computation that runs at the top level (the ENTRY, while bodies and
+conditions, conditional branches, called computations) becomes
+``static int comp_N(void* const* p, void* const* r, char* scratch, char* err, size_t errlen)``:
+``p`` holds the leaf buffers of its parameters, ``r`` the leaf buffers its
+result is written to. Its instructions are emitted in order (text order is
+the schedule): parameters, constants, tuples and get-tuple-element are
+buffer aliases; opcodes with a top-level kernel (``TOP_LEVEL``: while,
+conditional, sort, scatter, ...) emit it; everything else, fusions included,
+becomes one loop nest over its output whose body the elemental emitter
+writes. The serial kernels every backend shares (``backends.codegen.serial.SERIAL``: sort, topk,
+scatter, select-and-scatter) are top-level kernels here too; ``ComputationEmitter`` is their
+``SerialEmitter``. Each computation owns a fixed region of the scratch arena.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Union
+
+from backends.codegen import values as V
+from backends.codegen.buffer import IndentedBuffer, c_comment
+from backends.codegen.buffer_assignment import can_write_in_place
+from backends.codegen.computation import ComputationEmitterBase
+from backends.codegen.elemental import ElementalEmitter
+from backends.codegen.errors import CodegenUnsupported
+from backends.codegen.layout import linear_index
+from backends.codegen.names import Names
+from backends.codegen.registry import registrar
+from backends.codegen.serial import SERIAL
+from backends.codegen.values import Buf
+from backends.cpu.column_reduce import column_reduce
+from backends.cpu.dialect import C
+from backends.cpu.index_check import emit_index_checks, emit_scatter_check
+from backends.cpu.parallel import inner_work, parallel_for_pragma, parallel_loops
+from hlo.dtypes import PrimitiveType
+from hlo.ir import HloComputation, HloInstruction
+from hlo.opcodes import Opcode
+from hlo.shapes import Shape, ShapeLike, TupleShape
+
+leaves = V.leaves
+
+
+Value = Union[Buf, tuple]  # a Buf or a (nested) tuple of values
+
+
+def check_array(shape: ShapeLike, what: str) -> Shape:
+    return V.check_array(shape, what, C.storage)
+
+
+class ComputationEmitter(ComputationEmitterBase):
+    """Emits one computation as a C function (see the module docstring)."""
+
+    def __init__(self, gen, comp: HloComputation, fname: str):
+        super().__init__(gen, comp)
+        self.fname = fname
+        self.buf = IndentedBuffer()
+        self.decls = IndentedBuffer()  # buffer pointers, hoisted to the top of the function
+
+    @property
+    def scratch_bytes(self) -> int:
+        return self.arena.size
+
+    @property
+    def offsets(self) -> dict[str, int]:
+        return {a.label: a.offset for a in self.arena.allocations}
+
+    @property
+    def names(self) -> Names:
+        return self.gen.names
+
+    # --- buffers -----------------------------------------------------------------------
+    def declare(self, shape: Shape, expr: str) -> Buf:
+        """A local pointer variable for a buffer. Pointers are always locals: GCC 12 miscompiles
+        vectorized loops with conditional loads through pointers reloaded from an array (p[0])."""
+        name = self.names.fresh("b")
+        ctype = C.storage(shape.dtype)
+        self.decls.line(f"{ctype}* const {name} = ({ctype}*)({expr});")
+        return Buf(name, shape)
+
+    def alloc(self, shape: Shape, label: str, temp: bool = True) -> Buf:
+        """A scratch buffer; ``temp`` ones are freed after the current instruction, values when they die."""
+        offset = self.arena.allocate(label, shape.byte_size, self.step)
+        if temp:
+            self._temps.append(label)
+        return self.declare(shape, f"scratch + {offset}")
+
+    def alloc_value(self, shape: ShapeLike, label: str) -> Value:
+        if isinstance(shape, Shape) and shape.dtype is PrimitiveType.TOKEN:
+            return ()  # a token has no data: it is an empty value
+        if isinstance(shape, TupleShape):
+            return tuple(self.alloc_value(s, f"{label}#{k}") for k, s in enumerate(shape.elements))
+        return self.alloc(check_array(shape, f"%{label}"), label, temp=False)
+
+    def alloc_bytes(self, nbytes: int, label: str) -> str:
+        offset = self.arena.allocate(label, nbytes, self.step)
+        self._temps.append(label)
+        return f"(scratch + {offset})"
+
+    def _target(self, inst: HloInstruction) -> Value:
+        """The buffers of ``inst``'s result: in place of a dying operand where legal, else fresh."""
+        if isinstance(inst.shape, Shape) and inst.shape.dtype.is_array_type:
+            for op in inst.operands:
+                if (op in self.arena.live and self.last_use.get(op) == self.step
+                        and can_write_in_place(self.gen.module, self.comp, inst, op)):
+                    offset = self.arena.share(inst.name, op, self.step)
+                    self._owned[inst.name] = [inst.name]
+                    return self.declare(inst.shape, f"scratch + {offset}")
+        before = set(self.arena.live)
+        value = self.alloc_value(inst.shape, inst.name)
+        self._owned[inst.name] = [k for k in self.arena.live if k not in before]
+        return value
+
+    def reader(self, name: str) -> Callable:
+        """A function from an index to the element of instruction ``name`` (arrays and tuples of arrays)."""
+        inst = self.comp[name]
+        if inst.opcode is Opcode.CONSTANT:
+            return lambda idx, inst=inst: self.gen.constant_element(inst, idx)
+        return _value_reader(self.values[name])
+
+    def gen_tmp(self, ctype: str, expr: str) -> str:
+        """A named constant local in the current block."""
+        name = self.names.fresh("t")
+        self.buf.line(f"const {ctype} {name} = {expr};")
+        return name
+
+    def emit_copy(self, dst: Buf, src: Buf) -> None:
+        if dst.ptr != src.ptr and dst.shape.num_elements:
+            self.buf.line(f"memcpy({dst.ptr}, {src.ptr}, {dst.shape.byte_size});")
+
+    def emit_scatter_check(self, inst: HloInstruction, operand: Shape, indices: Shape, updates: Shape,
+                           read: Callable) -> None:
+        emit_scatter_check(self.buf, self.names, inst, operand, indices, updates, read)
+
+    # --- the function --------------------------------------------------------------------
+    def emit(self, result_leaves: list[str]) -> None:
+        comp = self.comp
+        root = comp.root
+        out = iter(result_leaves)
+        result = V.rebuild(root.shape, lambda s: self.declare(check_array(s, "buffer"), next(out)))
+        direct = V.direct_results(root, result)
+        pos = 0
+        for p in comp.parameters:
+            n = len(list(p.shape.leaves()))
+            ptrs = iter([f"p[{pos + k}]" for k in range(n)])
+            self.values[p.name] = V.rebuild(p.shape, lambda s: self.declare(check_array(s, "buffer"), next(ptrs)))
+            pos += n
+        for step, inst in enumerate(comp.instructions):
+            self.step = step
+            self.emit_instruction(inst, direct.get(inst.name))
+            self.release_dead(step)
+        # Results not written in place are copied.
+        final = self.values.get(root.name)
+        if final is None:
+            final = self.gen.constant_value(root)
+        for src, dst in zip(leaves(final), leaves(result)):
+            self.emit_copy(dst, src)
+
+    def emit_instruction(self, inst: HloInstruction, out: Value | None) -> None:
+        if self.emit_alias(inst, out):
+            return
+        op = inst.opcode
+        target = out if out is not None else self._target(inst)
+        self.values[inst.name] = target
+        self.buf.line(c_comment(f"%{inst.name} = {inst.shape} {op.text}", break_open=False))
+        kernel = TOP_LEVEL.get(op) or SERIAL.get(op)
+        if kernel is not None and kernel(self, inst, target) is not False:  # False: declined, emit the default
+            return
+        try:
+            trial = IndentedBuffer()
+            saved, self.buf = self.buf, trial
+            mark = self.names.counter
+            self.emit_loop(inst, target)
+        except CodegenUnsupported:
+            self.buf = saved
+            if op is not Opcode.FUSION:
+                raise
+            self.names.counter = mark
+            self.emit_call(inst.attr("calls").name, [self.value(o) for o in inst.operands], target)
+            return
+        self.buf = saved
+        self.buf.splice(trial)
+
+    # --- loops -----------------------------------------------------------------------
+    def emit_loop(self, inst: HloInstruction, target: Value) -> None:
+        outs = leaves(target)
+        dims = outs[0].shape.dims
+        if any(o.shape.dims != dims for o in outs):
+            raise CodegenUnsupported(f"%{inst.name}: tuple results of different dims in one loop")
+        buf = self.buf
+        readers = [self.reader(o) for o in inst.operands]
+        checked = emit_index_checks(buf, self.names, self.gen.module, self.comp, inst, readers)
+        if 0 in dims:
+            return
+        if inst.opcode is Opcode.FUSION:
+            fused = self.gen.module.computation(inst.attr("calls").name)
+            emitter = ElementalEmitter(C, self.gen.module, fused, readers, buf, self.names, self.gen.constant_ref)
+            root = fused.root_name
+        else:
+            emitter = ElementalEmitter(C, self.gen.module, self.comp, [], buf, self.names, self.gen.constant_ref,
+                                       external=dict(zip(inst.operands, readers)))
+            root = inst.name
+        emitter.index_checked = checked
+        idx = tuple(self.names.fresh("i") for _ in dims)
+        with buf.block(""):
+            if len(outs) == 1 and column_reduce(emitter, emitter.comp[root], outs[0], buf, self.names):
+                return
+            inner = inner_work(self.gen.module, inst)
+            work = outs[0].shape.num_elements * inner
+            first, count = parallel_loops(dims) if work >= self.gen.options.parallel_threshold else (0, 0)
+            parallel_outer = count > 0
+            # Too few output elements to split: split the reduction itself (full/row reductions).
+            emitter.parallel_reduce = (not parallel_outer and outs[0].shape.num_elements <= 4
+                                       and inner >= self.gen.options.parallel_threshold)
+            for d, (var, n) in enumerate(zip(idx, dims)):
+                if d == first and parallel_outer:
+                    buf.line(parallel_for_pragma(count))
+                buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
+                buf._level += 1
+            value = emitter.emit(root, idx)
+            values = value if isinstance(value, tuple) else (value,)
+            if len(values) != len(outs):
+                raise CodegenUnsupported(f"%{inst.name}: nested tuple results in one loop")
+            for o, v in zip(outs, values):
+                buf.line(f"{o.ptr}[{linear_index(o.shape, idx)}] = {C.store(o.shape.dtype, v)};")
+            for _ in dims:
+                buf._level -= 1
+                buf.line("}")
+
+    # --- calls into other computations ------------------------------------------------
+    def emit_call(self, comp_name: str, args: list[Value], target: Value) -> None:
+        fname = self.gen.function_for(comp_name)
+        arg_leaves = [b.ptr for a in args for b in leaves(a)]
+        out_leaves = [b.ptr for b in leaves(target)]
+        with self.buf.block(""):
+            self.buf.line(f"void* const cp[] = {{{', '.join(f'(void*){a}' for a in arg_leaves) or '0'}}};")
+            self.buf.line(f"void* const cr[] = {{{', '.join(f'(void*){a}' for a in out_leaves) or '0'}}};")
+            self.buf.line(f"const int call_status = {fname}(cp, cr, scratch_base + TFXLA_BASE_{fname}, err, errlen);")
+            self.buf.line("if (call_status) return call_status;")
+
+    def function_text(self) -> str:
+        out = IndentedBuffer()
+        with out.block(f"static int {self.fname}(void* const* p, void* const* r, char* scratch, char* err, "
+                       f"size_t errlen)"):
+            out.line("(void)p; (void)r; (void)scratch; (void)err; (void)errlen;")
+            out.line("char* const scratch_base = tfxla_scratch_base;")
+            out.line("(void)scratch_base;")
+            out.splice(self.decls)
+            out.splice(self.buf)
+            out.line("return 0;")
+        return out.getvalue()
+
+
+def buf_reader(buf: Buf) -> Callable:
+    """A function from an index to ``buf``'s element there, in compute type."""
+    return lambda idx: C.load(buf.shape.dtype, buf.at(idx))
+
+
+def _value_reader(value: Value) -> Callable:
+    if isinstance(value, Buf):
+        return buf_reader(value)
+    readers = [_value_reader(v) for v in value]
+    return lambda idx: tuple(r(idx) for r in readers)
+
+
+# A kernel may return False, before emitting anything, to decline: the default loop nest (or call) is emitted.
+TopLevelKernel = Callable[[ComputationEmitter, HloInstruction, Value], "bool | None"]
+TOP_LEVEL: dict[Opcode, TopLevelKernel] = {}
+top_level = registrar(TOP_LEVEL)
