@@ -1,4 +1,5 @@
-"""An indented text buffer for generated code (in the spirit of TorchInductor's IndentedBuffer), and C comments."""
+"""An indented text buffer for generated code (in the spirit of TorchInductor's IndentedBuffer), C loop
+nests and C comments."""
 
 from __future__ import annotations
 
@@ -43,6 +44,22 @@ class IndentedBuffer:
 
     def getvalue(self) -> str:
         return "\n".join(self._lines) + "\n"
+
+
+def open_loops(buf: IndentedBuffer, bounds, pragmas: dict[int, str] | None = None) -> None:
+    """Open ``for (int64_t v = 0; v < n; ++v) {`` for each (variable, bound) in ``bounds``, outermost
+    first; ``pragmas[k]`` is written before loop ``k``. ``close_loops`` closes them."""
+    for k, (var, n) in enumerate(bounds):
+        if pragmas and k in pragmas:
+            buf.line(pragmas[k])
+        buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
+        buf._level += 1
+
+
+def close_loops(buf: IndentedBuffer, count: int) -> None:
+    for _ in range(count):
+        buf._level -= 1
+        buf.line("}")
 
 
 def c_comment(text: str, break_open: bool = True) -> str:

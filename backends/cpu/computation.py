@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Callable, Union
 
 from backends.codegen import values as V
-from backends.codegen.buffer import IndentedBuffer, c_comment
+from backends.codegen.buffer import IndentedBuffer, c_comment, close_loops, open_loops
 from backends.codegen.buffer_assignment import can_write_in_place
 from backends.codegen.computation import ComputationEmitterBase
 from backends.codegen.elemental import ElementalEmitter
@@ -212,20 +212,14 @@ class ComputationEmitter(ComputationEmitterBase):
             # Too few output elements to split: split the reduction itself (full/row reductions).
             emitter.parallel_reduce = (not parallel_outer and outs[0].shape.num_elements <= 4
                                        and inner >= self.gen.options.parallel_threshold)
-            for d, (var, n) in enumerate(zip(idx, dims)):
-                if d == first and parallel_outer:
-                    buf.line(parallel_for_pragma(count))
-                buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
-                buf._level += 1
+            open_loops(buf, zip(idx, dims), {first: parallel_for_pragma(count)} if parallel_outer else None)
             value = emitter.emit(root, idx)
             values = value if isinstance(value, tuple) else (value,)
             if len(values) != len(outs):
                 raise CodegenUnsupported(f"%{inst.name}: nested tuple results in one loop")
             for o, v in zip(outs, values):
                 buf.line(f"{o.ptr}[{linear_index(o.shape, idx)}] = {C.store(o.shape.dtype, v)};")
-            for _ in dims:
-                buf._level -= 1
-                buf.line("}")
+            close_loops(buf, len(dims))
 
     # --- calls into other computations ------------------------------------------------
     def emit_call(self, comp_name: str, args: list[Value], target: Value) -> None:

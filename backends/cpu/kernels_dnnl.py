@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from backends.codegen.buffer import IndentedBuffer
+from backends.codegen.buffer import IndentedBuffer, close_loops, open_loops
 from backends.codegen.elemental import ElementalEmitter
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
@@ -392,16 +392,10 @@ def _store_loop(em: ComputationEmitter, comp: HloComputation, readers, name: str
     first, count = parallel_loops(dims) if parallel else (0, 0)
     try:
         with buf.block(""):
-            for d, (var, n) in enumerate(zip(idx, dims)):
-                if d == first and count:
-                    buf.line(parallel_for_pragma(count))
-                buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
-                buf._level += 1
+            open_loops(buf, zip(idx, dims), {first: parallel_for_pragma(count)} if count else None)
             value = emitter.emit(name, idx)
             buf.line(f"{target.ptr}[{linear_index(target.shape, idx)}] = {C.store(target.shape.dtype, value)};")
-            for _ in dims:
-                buf._level -= 1
-                buf.line("}")
+            close_loops(buf, len(dims))
     except CodegenUnsupported:
         em.names.counter = mark
         return None

@@ -13,6 +13,7 @@ combines the source value into it with ``scatter``.
 
 from __future__ import annotations
 
+from backends.codegen.buffer import close_loops, open_loops
 from backends.codegen.elemental import ElementalEmitter
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
@@ -20,18 +21,6 @@ from backends.codegen.serial import SerialEmitter, serial_kernel
 from backends.codegen.values import Buf, leaves
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
-
-
-def _open_loops(em: SerialEmitter, bounds: list[tuple[str, int]]) -> None:
-    for var, n in bounds:
-        em.buf.line(f"for (int64_t {var} = 0; {var} < {n}; ++{var}) {{")
-        em.buf._level += 1
-
-
-def _close_loops(em: SerialEmitter, count: int) -> None:
-    for _ in range(count):
-        em.buf._level -= 1
-        em.buf.line("}")
 
 
 def _scalar_call(em: SerialEmitter, comp_name: str, args: list[str]):
@@ -69,7 +58,7 @@ def _scatter(em: SerialEmitter, inst: HloInstruction, target) -> None:
     window_operand_dims = [d for d in range(shape.rank) if d not in inserted and d not in in_batch]
     b = em.buf
     with b.block(""):
-        _open_loops(em, [(svars[d], upd_shape.dims[d]) for d in scatter_dims])
+        open_loops(em.buf, [(svars[d], upd_shape.dims[d]) for d in scatter_dims])
         starts = ["0"] * shape.rank
         for k, d in enumerate(to_operand):
             idx = tuple(str(k) if dd == ivd else pos_of_index_dim[dd] for dd in range(idx_shape.rank))
@@ -83,7 +72,7 @@ def _scatter(em: SerialEmitter, inst: HloInstruction, target) -> None:
             sizes[d] = upd_shape.dims[ud]
         conds = [f"{s} >= 0 && {s} + {z} <= {n_}" for s, z, n_ in zip(starts, sizes, shape.dims) if s != "0"]
         with b.block(f"if ({' && '.join(f'({c})' for c in conds) or '1'})"):
-            _open_loops(em, [(wvars[d], upd_shape.dims[d]) for d in uwd])
+            open_loops(em.buf, [(wvars[d], upd_shape.dims[d]) for d in uwd])
             op_idx = list(starts)
             for d, ud in zip(window_operand_dims, uwd):
                 op_idx[d] = f"({starts[d]} + {wvars[ud]})" if starts[d] != "0" else wvars[ud]
@@ -96,8 +85,8 @@ def _scatter(em: SerialEmitter, inst: HloInstruction, target) -> None:
             res = res if isinstance(res, tuple) else (res,)
             for o, r in zip(outs, res):
                 b.line(f"{o.ptr}[{linear_index(o.shape, tuple(op_idx))}] = {C.store(o.shape.dtype, r)};")
-            _close_loops(em, len(uwd))
-        _close_loops(em, len(scatter_dims))
+            close_loops(em.buf, len(uwd))
+        close_loops(em.buf, len(scatter_dims))
 
 
 @serial_kernel(Opcode.SELECT_AND_SCATTER)
@@ -116,10 +105,10 @@ def _select_and_scatter(em: SerialEmitter, inst: HloInstruction, target) -> None
             return
         svars = [em.names.fresh("s") for _ in range(src_shape.rank)]
         kvars = [em.names.fresh("w") for _ in window]
-        _open_loops(em, list(zip(svars, src_shape.dims)))
+        open_loops(em.buf, list(zip(svars, src_shape.dims)))
         b.line("int64_t best = -1;")
         b.line(f"{C.compute(shape.dtype)} best_v = 0;")
-        _open_loops(em, [(k, d.size) for k, d in zip(kvars, window)])
+        open_loops(em.buf, [(k, d.size) for k, d in zip(kvars, window)])
         pos = [f"({s} * {d.stride} + {k} - {d.pad_low})" for s, k, d in zip(svars, kvars, window)]
         inside = " && ".join(f"({p} >= 0 && {p} < {n})" for p, n in zip(pos, shape.dims)) or "1"
         with b.block(f"if ({inside})"):
@@ -130,11 +119,11 @@ def _select_and_scatter(em: SerialEmitter, inst: HloInstruction, target) -> None
             with b.block("else"):
                 keep = _scalar_call(em, inst.attr("select").name, ["best_v", cand])
                 b.line(f"if (!({keep})) {{ best = {lin}; best_v = {cand}; }}")
-        _close_loops(em, len(window))
+        close_loops(em.buf, len(window))
         with b.block("if (best >= 0)"):
             cur = em.gen_tmp(C.compute(shape.dtype), C.load(shape.dtype, f"{out.ptr}[best]"))
             src = em.gen_tmp(C.compute(src_shape.dtype),
                              C.load(src_shape.dtype, f"{source.ptr}[{linear_index(src_shape, tuple(svars))}]"))
             res = _scalar_call(em, inst.attr("scatter").name, [cur, src])
             b.line(f"{out.ptr}[best] = {C.store(shape.dtype, res)};")
-        _close_loops(em, len(svars))
+        close_loops(em.buf, len(svars))

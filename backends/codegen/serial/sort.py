@@ -8,7 +8,7 @@ the comparator says it is strictly less), then every operand is gathered through
 
 from __future__ import annotations
 
-from backends.codegen.buffer import IndentedBuffer
+from backends.codegen.buffer import IndentedBuffer, close_loops, open_loops
 from backends.codegen.elemental import ElementalEmitter
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
@@ -72,9 +72,7 @@ def emit_row_sort(em: SerialEmitter, operands: list[Buf], dim: int, cmp: str, ke
     with b.block(""):
         b.line(f"int64_t* perm = (int64_t*)({scratch});")
         b.line(f"int64_t* tmp = perm + {n};")
-        for d in others:
-            b.line(f"for (int64_t {outer[d]} = 0; {outer[d]} < {shape.dims[d]}; ++{outer[d]}) {{")
-            b._level += 1
+        open_loops(b, [(outer[d], shape.dims[d]) for d in others])
         b.line(f"for (int64_t i = 0; i < {n}; ++i) perm[i] = i;")
         with b.block(f"for (int64_t w = 1; w < {n}; w *= 2)"):
             with b.block(f"for (int64_t lo = 0; lo < {n}; lo += 2 * w)"):
@@ -88,9 +86,7 @@ def emit_row_sort(em: SerialEmitter, operands: list[Buf], dim: int, cmp: str, ke
             b.line("int64_t* swap = perm; perm = tmp; tmp = swap;")
         with b.block(f"for (int64_t pos = 0; pos < {keep}; ++pos)"):
             write(lambda pos: tuple(pos if d == dim else outer.get(d) for d in range(shape.rank)), "perm[pos]", "pos")
-        for _ in others:
-            b._level -= 1
-            b.line("}")
+        close_loops(b, len(others))
 
 
 @serial_kernel(Opcode.SORT)
