@@ -15,6 +15,7 @@ from backends.codegen.buffer_assignment import Arena, is_view, last_uses
 from backends.codegen.errors import CodegenUnsupported
 from hlo.ir import HloComputation, HloInstruction
 from hlo.opcodes import Opcode
+from hlo.shapes import Shape
 
 
 class ComputationEmitterBase:
@@ -60,7 +61,7 @@ class ComputationEmitterBase:
             if not isinstance(src, tuple):
                 raise CodegenUnsupported(f"%{inst.name}: get-tuple-element of a non-tuple")
             self.values[inst.name] = src[inst.attr("index")]
-        elif out is None and is_view(self.comp, inst):  # a new view of the operand's buffer: no copy
+        elif out is None and is_view(self.comp, inst) and isinstance(inst.shape, Shape):  # a view: no copy
             self.values[inst.name] = view(self.value(inst.operands[0]), inst.shape)
         else:
             return False

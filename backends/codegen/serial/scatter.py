@@ -14,7 +14,7 @@ combines the source value into it with ``scatter``.
 from __future__ import annotations
 
 from backends.codegen.buffer import close_loops, open_loops
-from backends.codegen.elemental import ElementalEmitter
+from backends.codegen.elemental import ElementalEmitter, constant_param
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
 from backends.codegen.serial import SerialEmitter, serial_kernel
@@ -24,8 +24,8 @@ from hlo.opcodes import Opcode
 
 
 def _scalar_call(em: SerialEmitter, comp_name: str, args: list[str]):
-    sub = ElementalEmitter(em.gen.dialect, em.gen.module, em.gen.module.computation(comp_name), [(lambda _i, a=a: a) for a in args],
-                           em.buf, em.names, em.gen.constant_ref)
+    sub = ElementalEmitter(em.gen.dialect, em.gen.module, em.gen.module.computation(comp_name),
+                           [constant_param(a) for a in args], em.buf, em.names, em.gen.constant_ref)
     return sub.emit(sub.comp.root_name, ())
 
 

@@ -9,11 +9,11 @@ the comparator says it is strictly less), then every operand is gathered through
 from __future__ import annotations
 
 from backends.codegen.buffer import IndentedBuffer, close_loops, open_loops
-from backends.codegen.elemental import ElementalEmitter
+from backends.codegen.elemental import ElementalEmitter, constant_param
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
 from backends.codegen.serial import SerialEmitter, serial_kernel
-from backends.codegen.values import Buf, leaves
+from backends.codegen.values import Buf, check_array, leaves
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 
@@ -29,10 +29,10 @@ def comparator_function(em: SerialEmitter, comp_name: str) -> str:
     comp = gen.module.computation(comp_name)
     args = [f"x{k}" for k in range(len(comp.parameters))]
     body = IndentedBuffer()
-    sub = ElementalEmitter(C, gen.module, comp, [(lambda _i, a=a: a) for a in args], body, gen.names,
-                           gen.constant_ref)
+    sub = ElementalEmitter(C, gen.module, comp, [constant_param(a) for a in args], body, gen.names, gen.constant_ref)
     result = sub.emit(comp.root_name, ())
-    params = ", ".join(f"{C.compute(p.shape.dtype)} {a}" for p, a in zip(comp.parameters, args))
+    params = ", ".join(f"{C.compute(check_array(p.shape, f'comparator parameter %{p.name}', C.storage).dtype)} {a}"
+                       for p, a in zip(comp.parameters, args))
     text = IndentedBuffer()
     with text.block(f"{C.inline_function} int {fname}({params})"):
         text.splice(body)
