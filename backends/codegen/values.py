@@ -2,14 +2,15 @@
 
 Generated C addresses an array as a ``Buf`` (a pointer expression and a shape); the CUDA host side
 has its own buffer type (a device buffer reference and a shape). Everything else here only needs
-leaves to be frozen dataclasses with a ``shape`` field, and tuples to be Python tuples. ``check_array`` is the one test that a shape can have a buffer at all.
+leaves to be frozen dataclasses with a ``shape`` field, and tuples to be Python tuples.
+``check_array`` is the one test that a shape can have a buffer at all.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, TypeVar, Union
+from typing import Callable, TypeVar
 
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
@@ -31,7 +32,6 @@ class Buf:
     def at(self, idx) -> str:
         """The element at multi-index ``idx`` (C expressions), in storage type."""
         return f"{self.ptr}[{linear_index(self.shape, idx)}]"
-Value = Union[B, tuple]  # a buffer or a (nested) tuple of values
 
 
 def leaves(value) -> list:
