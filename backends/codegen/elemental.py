@@ -25,6 +25,7 @@ from backends.codegen.dialect import Dialect
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import Index
 from backends.codegen.names import Names
+from backends.codegen.registry import registrar
 from hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape, ShapeLike, TupleShape
@@ -158,12 +159,7 @@ ElementalRule = Callable[[ElementalEmitter, HloInstruction, Index], Value]
 ELEMENTAL: dict[Opcode, ElementalRule] = {}
 
 
-def elemental(*opcodes: Opcode) -> Callable[[ElementalRule], ElementalRule]:
-    def register(fn: ElementalRule) -> ElementalRule:
-        for op in opcodes:
-            ELEMENTAL[op] = fn
-        return fn
-    return register
+elemental = registrar(ELEMENTAL)  # @elemental(Opcode.ADD, ...) registers a rule
 
 
 # The rule modules register themselves in ELEMENTAL when imported (each imports this module first).

@@ -11,8 +11,8 @@ that takes everything with an elemental rule). A fusion no kernel takes
 (e.g. a fused scatter) runs its fused computation as a sub-program.
 
 Buffers: entry inputs and outputs are their own device buffers; every other
-value lives in a scratch arena laid out by the CPU backend's buffer
-assignment (one region per emitted computation, released on last use).
+value lives in a scratch arena laid out by the shared buffer
+assignment (``backends/codegen/buffer_assignment.py``) (one region per emitted computation, released on last use).
 Kernels never write a buffer they read, so pointer parameters are
 ``__restrict__``. Names are deterministic: kernels ``k<N>_<instruction>``,
 constants ``k_<N>``; each kernel carries its launch configuration and the

@@ -2,9 +2,9 @@
 
 ``launcher_source(generated)`` turns a module's CUDA source and host ``Program`` (``codegen.generate``)
 into one CUDA translation unit: the kernels, then host C++ exporting the kernel ABI version 1 that
-``tfxla_plugin/ops/tfxla_launch.cc`` speaks (the CPU backend's ABI, ``backends/cpu/codegen.py``):
+``tfxla_plugin/ops/tfxla_launch.cc`` speaks (the kernel ABI, ``backends/codegen/abi.py``):
 
-* ``tfxla_signature``: the CPU backend's JSON for the same module (inputs and outputs with dtype, dims
+* ``tfxla_signature``: the shared signature JSON (``backends/codegen/abi.py``) for the same module (inputs and outputs with dtype, dims
   and minor_to_major), with ``scratch_bytes`` 0 (the op's host scratch is not used; the device arena is
   the launcher's own, ``device_scratch_bytes``) and ``backend`` "cuda";
 * ``tfxla_init``: finds a device with the CUDA runtime API (no driver is an error message, not a crash),

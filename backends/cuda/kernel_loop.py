@@ -1,7 +1,7 @@
 """The elemental loop kernel: one thread per output element, grid-stride, any fusion of elemental ops.
 
-Every output element is computed by the CPU backend's elemental rules (see
-``dialect``) at its multi-index, so this kernel takes every instruction and
+Every output element is computed by the shared elemental rules (``backends/codegen/elemental*.py``,
+in the CUDA ``dialect``) at its multi-index, so this kernel takes every instruction and
 loop fusion those rules take: elementwise math, broadcasts, slices, pads,
 gathers, reductions and dots that no better strategy took (an inner loop per
 element), and direct convolution (each thread walks its window and input

@@ -4,7 +4,7 @@ These run the serial kernels every backend shares (``backends/codegen/serial/``:
 ``<<<1, 1>>>`` kernel, through ``SerialAdapter``, the ``SerialEmitter`` of a kernel being built
 (operand buffers as kernel parameters, a buffer to write into, temporaries, scratch bytes), with
 the CUDA dialect (``__half``, ``__device__`` comparators). The semantics are therefore exactly the
-CPU backend's (scatter applies updates in order, so non-unique indices combine deterministically;
+CPU backend's, which runs the same kernels (scatter applies updates in order, so non-unique indices combine deterministically;
 sort is a stable merge sort), at single-thread speed: correct, but a known slow path on the GPU
 (``docs/cuda.md``). Copies of operands into results become device-to-device copies before the
 launch. A scatter carrying TF's index check (``index_check=``) is refused: its status could not
@@ -93,5 +93,5 @@ def serial_kernel(kb: KernelBuilder):
     body = IndentedBuffer()
     adapter = SerialAdapter(kb, body)
     kernel(adapter, kb.inst, adapter.target())
-    note = f"one thread runs the CPU backend's {kb.inst.opcode.text} kernel (data-dependent, sequential)"
+    note = f"one thread runs the shared serial {kb.inst.opcode.text} kernel (data-dependent, sequential)"
     return kb.finish(body, (1,), (1,), note)
