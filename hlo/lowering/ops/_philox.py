@@ -30,10 +30,24 @@ _SEED_KEY = (0x3EC8F720, 0x02461E29)  # the fixed key GenerateKey scrambles a se
 ROUNDS = 10
 
 
+def _array(v: Value) -> Shape:
+    if not isinstance(v.shape, Shape):
+        raise TypeError(f"expected an array, got the tuple {v.shape}")
+    return v.shape
+
+
+def dims_of(v: Value) -> tuple[int, ...]:
+    return _array(v).dims
+
+
+def dtype_of(v: Value) -> P:
+    return _array(v).dtype
+
+
 class Ops:
     """Small typed helpers over a builder: constants, converts, shifts, static slices."""
 
-    def __init__(self, b: ComputationBuilder):
+    def __init__(self, b: ComputationBuilder) -> None:
         self.b = b
 
     def full(self, value: int | float, dtype: P, dims: Sequence[int] = ()) -> Value:
@@ -42,23 +56,23 @@ class Ops:
         return c if not dims else self.b.broadcast(c, dimensions=(), shape=Shape.array(dtype, dims))
 
     def like(self, value: int | float, v: Value) -> Value:
-        return self.full(value, v.shape.dtype, v.shape.dims)
+        return self.full(value, dtype_of(v), dims_of(v))
 
     def convert(self, v: Value, dtype: P) -> Value:
-        return v if v.shape.dtype == dtype else self.b.convert(v, shape=Shape.array(dtype, v.shape.dims))
+        return v if dtype_of(v) == dtype else self.b.convert(v, shape=Shape.array(dtype, dims_of(v)))
 
     def bitcast(self, v: Value, dtype: P) -> Value:
-        return self.b.bitcast_convert(v, shape=Shape.array(dtype, v.shape.dims))
+        return self.b.bitcast_convert(v, shape=Shape.array(dtype, dims_of(v)))
 
     def reshape(self, v: Value, dims: Sequence[int]) -> Value:
         dims = tuple(dims)
-        return v if v.shape.dims == dims else self.b.reshape(v, shape=Shape.array(v.shape.dtype, dims))
+        return v if dims_of(v) == dims else self.b.reshape(v, shape=Shape.array(dtype_of(v), dims))
 
     def broadcast(self, v: Value, dims: Sequence[int], mapping: Sequence[int]) -> Value:
         dims = tuple(dims)
-        if v.shape.dims == dims:
+        if dims_of(v) == dims:
             return v
-        return self.b.broadcast(v, dimensions=tuple(mapping), shape=Shape.array(v.shape.dtype, dims))
+        return self.b.broadcast(v, dimensions=tuple(mapping), shape=Shape.array(dtype_of(v), dims))
 
     def op(self, opcode: Opcode, x: Value, y: Value | int) -> Value:
         """A binary op; an int ``y`` is a constant of ``x``'s type and dims."""
@@ -80,13 +94,13 @@ class Ops:
 
     def take(self, v: Value, axis: int, i: int) -> Value:
         """``v[..., i, ...]`` along ``axis`` (the axis dropped)."""
-        dims = v.shape.dims
+        dims = dims_of(v)
         spec = tuple(SliceDim(i if a == axis else 0, i + 1 if a == axis else d, 1) for a, d in enumerate(dims))
         return self.reshape(self.b.slice(v, slice=spec), dims[:axis] + dims[axis + 1:])
 
     def stack_last(self, values: Sequence[Value]) -> Value:
         """Stack same-shape arrays along a new last axis."""
-        dims = values[0].shape.dims
+        dims = dims_of(values[0])
         parts = [self.reshape(v, dims + (1,)) for v in values]
         return parts[0] if len(parts) == 1 else self.b.concatenate(*parts, dimensions=(len(dims),))
 
@@ -128,7 +142,7 @@ def rounds(ops: Ops, counter: Sequence[Value], key: Sequence[Value]) -> list[Val
 
 def blocks(ops: Ops, state: State, index: Value) -> list[Value]:
     """The generator's output after ``Skip(index)`` for each u64 ``index``: four u32 arrays of its dims."""
-    dims = index.shape.dims
+    dims = dims_of(index)
     lo, hi = (ops.broadcast(c, dims, ()) for c in state.counter)
     lo2 = ops.b.add(lo, index)
     carry = ops.convert(ops.compare(lo2, index, "LT"), P.U64)  # the 128-bit add's carry

@@ -26,7 +26,7 @@ from typing import Callable
 
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
-from hlo.lowering.ops._philox import Ops
+from hlo.lowering.ops._philox import Ops, dims_of
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape
 
@@ -56,13 +56,13 @@ def _uniform_f64(ops: Ops, hi: Value, lo: Value) -> Value:
 
 def _pairs(ops: Ops, words: Value) -> tuple[Value, Value]:
     """Columns (0, 2) and (1, 3) of u32[n, 4] as u32[n, 2]: the first and second word of each pair."""
-    n = words.shape.dims[0]
+    n = dims_of(words)[0]
     w = ops.reshape(words, (n, 2, 2))
     return ops.take(w, 2, 0), ops.take(w, 2, 1)
 
 
 def _flat(ops: Ops, v: Value) -> Value:
-    return ops.reshape(v, (v.shape.dims[0] * v.shape.dims[1],))
+    return ops.reshape(v, (dims_of(v)[0] * dims_of(v)[1],))
 
 
 def uniform(ops: Ops, words: Value, dtype: P) -> Value:
@@ -97,7 +97,7 @@ def normal_pairs(ops: Ops, words: Value, dtype: P) -> tuple[Value, Value]:
     if dtype == P.F64:
         first, second = _pairs(ops, words)
         u = _uniform_f64(ops, first, second)  # [n, 2]: u1, u2
-        n = words.shape.dims[0]
+        n = dims_of(words)[0]
         u1, u2 = (ops.reshape(ops.take(u, 1, i), (n, 1)) for i in (0, 1))
         return _box_muller(ops, u1, u2, P.F64)
     first, second = _pairs(ops, words)
@@ -106,7 +106,7 @@ def normal_pairs(ops: Ops, words: Value, dtype: P) -> tuple[Value, Value]:
 
 def normal(ops: Ops, words: Value, dtype: P) -> Value:
     sines, cosines = normal_pairs(ops, words, dtype)
-    n, pairs = sines.shape.dims
+    n, pairs = dims_of(sines)
     both = ops.reshape(ops.stack_last([sines, cosines]), (n * pairs * 2,))  # per block: s0 c0 (s1 c1)
     return ops.convert(both, dtype)
 
@@ -123,7 +123,7 @@ def uniform_int(ops: Ops, words: Value, dtype: P, lo: Value, hi: Value) -> Value
     utype = P.U64 if dtype.bit_width == 64 else P.U32
     bits = full_int(ops, words, utype)
     ulo, uhi = ops.bitcast(lo, utype), ops.bitcast(hi, utype)
-    dims = bits.shape.dims
+    dims = dims_of(bits)
     span = ops.broadcast(ops.b.subtract(uhi, ulo), dims, ())
     offset = ops.b.remainder(bits, span)
     return ops.bitcast(ops.b.add(ops.broadcast(ulo, dims, ()), offset), dtype)
@@ -150,9 +150,9 @@ def truncated_round(ops: Ops, words: Value, dtype: P, count: Value, results: Val
     narrow floats, one for f64) in TF's order, each kept when ``|x| < 2`` at position ``count`` of its
     group until the group holds ``k`` values. ``count`` s32[n], ``results`` [n, k] in the compute type."""
     sines, cosines = normal_pairs(ops, words, dtype)
-    n, k = results.shape.dims
+    n, k = dims_of(results)
     slots = ops.b.iota(shape=Shape.array(P.S32, (n, k)), iota_dimension=1)
-    for j in range(sines.shape.dims[1]):
+    for j in range(dims_of(sines)[1]):
         for v in (ops.take(sines, 1, j), ops.take(cosines, 1, j)):
             keep = ops.b.op(Opcode.AND, ops.compare(ops.b.abs(v), ops.like(TRUNCATE, v), "LT"),
                             ops.compare(count, ops.like(k, count), "LT"))

@@ -10,16 +10,18 @@ that side, which is what the formula gives.
 
 from __future__ import annotations
 
+from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
 from hlo.lowering.errors import LoweringError
 from hlo.lowering.ops._shape_util import iota
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL
 
 _WHAT = (("num_lower", "rows (M)"), ("num_upper", "columns (N)"))
 
 
-def _check_constant(ctx, i: int, limit: int) -> None:
+def _check_constant(ctx: LoweringContext, i: int, limit: int) -> None:
     name, what = _WHAT[i - 1]
     try:
         values = ctx.const_ints(i)
@@ -31,14 +33,14 @@ def _check_constant(ctx, i: int, limit: int) -> None:
 
 
 @register_lowering("MatrixBandPart", dtypes=ALL)
-def matrix_band_part(ctx):
+def matrix_band_part(ctx: LoweringContext) -> Value:
     x, lower, upper = ctx.inputs
     dims = ctx.dims(x)
     if len(dims) < 2:
         raise ctx.invalid_argument(f"input must be at least 2-dim, received shape: {list(dims)}")
     for i, bound in ((1, lower), (2, upper)):
-        if bound.shape.dims:
-            raise ctx.invalid_argument(f"{_WHAT[i - 1][0]} must be scalar, got shape {list(bound.shape.dims)}")
+        if ctx.dims(bound):
+            raise ctx.invalid_argument(f"{_WHAT[i - 1][0]} must be scalar, got shape {list(ctx.dims(bound))}")
     m, n = dims[-2:]
     _check_constant(ctx, 1, m)
     _check_constant(ctx, 2, n)
@@ -46,7 +48,7 @@ def matrix_band_part(ctx):
     lower, upper = ctx.convert(lower, itype), ctx.convert(upper, itype)
     diff = ctx.b.subtract(iota(ctx, itype, (m, n), 0), iota(ctx, itype, (m, n), 1))  # m - n
 
-    def within(bound, distance):
+    def within(bound: Value, distance: Value) -> Value:
         """``bound < 0 or distance <= bound`` over the matrix."""
         bound = ctx.broadcast_to(bound, (m, n))
         return ctx.b.or_(ctx.compare(bound, ctx.full(0, bound), "LT"), ctx.compare(distance, bound, "LE"))

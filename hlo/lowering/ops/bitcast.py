@@ -10,8 +10,10 @@ equal-width bitcast-convert, so every backend that has equal-width bitcast-conve
 
 from __future__ import annotations
 
+from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
 from hlo.lowering.ops._philox import Ops
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import NUMERIC, hlo_tf_name
 from hlo.opcodes import Opcode
@@ -20,14 +22,14 @@ _UNSIGNED = {8: P.U8, 16: P.U16, 32: P.U32, 64: P.U64}
 
 
 @register_lowering("Bitcast", dtypes=NUMERIC, type_attrs=("T", "type"))
-def bitcast(ctx):
+def bitcast(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
-    src, dst = x.shape.dtype, ctx.dtype_attr("type")
+    src, dst = ctx.dtype(x), ctx.dtype_attr("type")
     if src == dst:
         return x
     ops = Ops(ctx.b)
     wi, wo = src.bit_width, dst.bit_width
-    dims = x.shape.dims
+    dims = ctx.dims(x)
     if wi == wo:
         return ops.bitcast(x, dst)
     ui, uo = _UNSIGNED[wi], _UNSIGNED[wo]
@@ -39,9 +41,8 @@ def bitcast(ctx):
     if not dims or dims[-1] != ratio:
         raise ctx.invalid_argument(f"Cannot bitcast from {hlo_tf_name(src)} to {hlo_tf_name(dst)}: shape "
                                    f"{list(dims)} must end in a dimension of {ratio}")
-    packed = None
-    for j in range(ratio):
+    packed = ops.convert(ops.take(bits, len(dims) - 1, 0), uo)
+    for j in range(1, ratio):
         piece = ops.convert(ops.take(bits, len(dims) - 1, j), uo)
-        piece = ops.shl(piece, wi * j) if j else piece
-        packed = piece if packed is None else ctx.b.op(Opcode.OR, packed, piece)
+        packed = ctx.b.op(Opcode.OR, packed, ops.shl(piece, wi * j))
     return ops.bitcast(packed, dst)

@@ -31,6 +31,7 @@ import numpy as np
 
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import FLOATS, INTS
 from hlo.opcodes import Opcode
@@ -40,9 +41,9 @@ _F32_OR_WIDER = frozenset({P.F32, P.F64})
 
 def _upcast(fn: Callable) -> Callable:
     """A unary float rule computed in f32 for f16/bf16 inputs, rounded once."""
-    def lower(ctx):
+    def lower(ctx: LoweringContext) -> Value:
         (x,) = ctx.inputs
-        dtype = x.shape.dtype
+        dtype = ctx.dtype(x)
         wide = ctx.convert(x, dtype if dtype in _F32_OR_WIDER else P.F32)
         return ctx.convert(fn(ctx, wide), dtype)
     lower.__name__ = fn.__name__
@@ -54,75 +55,75 @@ def _max_finite(dtype: P) -> float:
     return float(ml_dtypes.finfo(dtype.numpy).max)
 
 
-def _unary(*names: str):
-    def register(fn):
+def _unary(*names: str) -> Callable[[Callable], Callable]:
+    def register(fn: Callable) -> Callable:
         return register_lowering(*names, dtypes=FLOATS)(_upcast(fn))
     return register
 
 
 @_unary("Atan")
-def atan(ctx, x: Value) -> Value:
+def atan(ctx: LoweringContext, x: Value) -> Value:
     return ctx.b.atan2(x, ctx.full(1, x))
 
 
-def _sqrt_one_minus_square(ctx, x: Value) -> Value:
+def _sqrt_one_minus_square(ctx: LoweringContext, x: Value) -> Value:
     one = ctx.full(1, x)
     return ctx.b.sqrt(ctx.b.multiply(ctx.b.subtract(one, x), ctx.b.add(one, x)))
 
 
 @_unary("Asin")
-def asin(ctx, x: Value) -> Value:
+def asin(ctx: LoweringContext, x: Value) -> Value:
     one = ctx.full(1, x)
     denominator = ctx.b.add(one, _sqrt_one_minus_square(ctx, x))
     return ctx.b.multiply(ctx.full(2, x), ctx.b.atan2(x, denominator))
 
 
 @_unary("Acos")
-def acos(ctx, x: Value) -> Value:
+def acos(ctx: LoweringContext, x: Value) -> Value:
     one = ctx.full(1, x)
     general = ctx.b.multiply(ctx.full(2, x), ctx.b.atan2(_sqrt_one_minus_square(ctx, x), ctx.b.add(one, x)))
     return ctx.b.select(ctx.compare(x, ctx.full(-1, x), "EQ"), ctx.full(math.pi, x), general)
 
 
 @_unary("Asinh")
-def asinh(ctx, x: Value) -> Value:
+def asinh(ctx: LoweringContext, x: Value) -> Value:
     b = ctx.b
     a = b.abs(x)
     one = ctx.full(1, x)
     square = b.multiply(a, a)
     small = b.log_plus_one(b.add(a, b.divide(square, b.add(one, b.sqrt(b.add(one, square))))))
     large = b.add(ctx.full(math.log(2), x), b.log(a))
-    huge = ctx.compare(a, ctx.full(math.sqrt(_max_finite(x.shape.dtype)), x), "GE")
+    huge = ctx.compare(a, ctx.full(math.sqrt(_max_finite(ctx.dtype(x))), x), "GE")
     return b.multiply(b.sign(x), b.select(huge, large, small))
 
 
 @_unary("Acosh")
-def acosh(ctx, x: Value) -> Value:
+def acosh(ctx: LoweringContext, x: Value) -> Value:
     b = ctx.b
     one = ctx.full(1, x)
     below = b.sqrt(b.subtract(x, one))
     general = b.log_plus_one(b.multiply(below, b.add(b.sqrt(b.add(x, one)), below)))
     large = b.add(ctx.full(math.log(2), x), b.log(x))
-    huge = ctx.compare(x, ctx.full(_max_finite(x.shape.dtype) / 2, x), "GE")
+    huge = ctx.compare(x, ctx.full(_max_finite(ctx.dtype(x)) / 2, x), "GE")
     return b.select(huge, large, general)
 
 
 @_unary("Atanh")
-def atanh(ctx, x: Value) -> Value:
+def atanh(ctx: LoweringContext, x: Value) -> Value:
     b = ctx.b
     result = b.multiply(b.subtract(b.log_plus_one(x), b.log_plus_one(b.negate(x))), ctx.full(0.5, x))
     outside = ctx.compare(b.abs(x), ctx.full(1, x), "GT")
     return b.select(outside, ctx.full(np.nan, x), result)
 
 
-def _half_exps(ctx, x: Value) -> tuple[Value, Value]:
+def _half_exps(ctx: LoweringContext, x: Value) -> tuple[Value, Value]:
     """``exp(x) / 2`` and ``exp(-x) / 2`` as ``exp(+-x + log 1/2)``."""
     log_half = ctx.full(math.log(0.5), x)
     return ctx.b.exponential(ctx.b.add(x, log_half)), ctx.b.exponential(ctx.b.add(ctx.b.negate(x), log_half))
 
 
 @_unary("Sinh")
-def sinh(ctx, x: Value) -> Value:
+def sinh(ctx: LoweringContext, x: Value) -> Value:
     b = ctx.b
     up, down = _half_exps(ctx, x)
     large = b.subtract(up, down)
@@ -133,7 +134,7 @@ def sinh(ctx, x: Value) -> Value:
 
 
 @_unary("Cosh")
-def cosh(ctx, x: Value) -> Value:
+def cosh(ctx: LoweringContext, x: Value) -> Value:
     up, down = _half_exps(ctx, x)
     return ctx.b.add(up, down)
 
@@ -148,7 +149,7 @@ _ZERO_X = {
 
 
 def _zero_x(fn: Callable) -> Callable:
-    def lower(ctx):
+    def lower(ctx: LoweringContext) -> Value:
         x, y = ctx.broadcast_all(*ctx.inputs)
         return ctx.b.select(ctx.compare(x, ctx.full(0, x), "EQ"), ctx.full(0, x), fn(ctx, x, y))
     return lower
@@ -161,12 +162,12 @@ for _op, _fn in _ZERO_X.items():
 # --- integers ------------------------------------------------------------------------------------------
 
 
-def _shift(opcode_for: Callable[[P], Opcode]):
-    def lower(ctx):
+def _shift(opcode_for: Callable[[P], Opcode]) -> Callable[[LoweringContext], Value]:
+    def lower(ctx: LoweringContext) -> Value:
         x, y = ctx.broadcast_all(*ctx.inputs)
-        bits = x.shape.dtype.bit_width
+        bits = ctx.dtype(x).bit_width
         amount = ctx.b.clamp(ctx.full(0, y), y, ctx.full(bits - 1, y))
-        return ctx.b.op(opcode_for(x.shape.dtype), x, amount)
+        return ctx.b.op(opcode_for(ctx.dtype(x)), x, amount)
     return lower
 
 
@@ -176,19 +177,19 @@ register_lowering("RightShift", dtypes=INTS)(_shift(
 
 
 @register_lowering("Invert", dtypes=INTS)
-def invert(ctx):
+def invert(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return ctx.b.not_(x)
 
 
 @register_lowering("PopulationCount", dtypes=INTS)
-def population_count(ctx):
+def population_count(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return ctx.convert(ctx.b.popcnt(x), P.U8)
 
 
 @register_lowering("Mod", dtypes=frozenset({P.F32, P.F64, P.S32, P.S64}))
-def mod(ctx):
+def mod(ctx: LoweringContext) -> Value:
     x, y = ctx.inputs
     return ctx.binary(Opcode.REMAINDER, x, y)
 
@@ -197,7 +198,7 @@ def mod(ctx):
 
 
 @register_lowering("ReciprocalGrad", "InvGrad", dtypes=FLOATS)
-def reciprocal_grad(ctx):
+def reciprocal_grad(ctx: LoweringContext) -> Value:
     """``(-y * dy) * y`` for ``y = 1 / x``, and +0 where ``dy == 0`` (TF's kernel: no NaN from inf * 0)."""
     y, dy = ctx.inputs
     grad = ctx.b.multiply(ctx.b.multiply(ctx.b.negate(y), dy), y)
@@ -205,14 +206,14 @@ def reciprocal_grad(ctx):
 
 
 @register_lowering("SoftplusGrad", dtypes=FLOATS)
-def softplus_grad(ctx):
+def softplus_grad(ctx: LoweringContext) -> Value:
     """``gradients / (exp(-features) + 1)``."""
     g, f = ctx.inputs
     return ctx.b.divide(g, ctx.b.add(ctx.b.exponential(ctx.b.negate(f)), ctx.full(1, f)))
 
 
 @register_lowering("SoftsignGrad", dtypes=FLOATS)
-def softsign_grad(ctx):
+def softsign_grad(ctx: LoweringContext) -> Value:
     """``gradients / (1 + |features|)^2``."""
     g, f = ctx.inputs
     d = ctx.b.add(ctx.full(1, f), ctx.b.abs(f))

@@ -19,6 +19,8 @@ compile-time constants); run-time bounds that violate it give unspecified values
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from hlo.attributes import SliceDim
@@ -28,6 +30,7 @@ from hlo.lowering.errors import LoweringError
 from hlo.lowering.ops import _philox as philox
 from hlo.lowering.ops import _random_dist as dist
 from hlo.lowering.ops._philox import Ops, State
+from hlo.lowering.context import LoweringContext
 from hlo.lowering.registry import register_lowering
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape, TupleShape, scalar
@@ -38,17 +41,17 @@ _INTS = frozenset({P.S32, P.S64})
 _FULL_INTS = frozenset({P.S32, P.S64, P.U32, P.U64})
 
 
-def _seed_state(ctx, ops: Ops, seed: Value) -> State:
-    if seed.shape.dims != (2,) or seed.shape.dtype not in (P.S32, P.S64):
+def _seed_state(ctx: LoweringContext, ops: Ops, seed: Value) -> State:
+    if ctx.dims(seed) != (2,) or ctx.dtype(seed) not in (P.S32, P.S64):
         raise ctx.invalid_argument(f"seed must have shape [2] of int32 or int64, not {seed.shape.short()}")
     return philox.from_seed(ops, seed)
 
 
-def _key_counter_state(ctx, ops: Ops) -> State:
+def _key_counter_state(ctx: LoweringContext, ops: Ops) -> State:
     _, key, counter, _ = ctx.inputs[:4]
-    if key.shape.dims != (1,) or key.shape.dtype != P.U64:
+    if ctx.dims(key) != (1,) or ctx.dtype(key) != P.U64:
         raise ctx.invalid_argument(f"key must have shape [1] of uint64, not {key.shape.short()}")
-    if len(counter.shape.dims) != 1 or counter.shape.dims[0] < 2 or counter.shape.dtype != P.U64:
+    if len(ctx.dims(counter)) != 1 or ctx.dims(counter)[0] < 2 or ctx.dtype(counter) != P.U64:
         raise ctx.invalid_argument(f"counter must be a uint64 vector of at least 2 elements for the Philox "
                                    f"algorithm, not {counter.shape.short()}")
     alg = ctx.const_ints(3)
@@ -60,14 +63,15 @@ def _key_counter_state(ctx, ops: Ops) -> State:
     return philox.from_key_counter(ops, key, counter)
 
 
-def _shape(ctx) -> tuple[int, ...]:
+def _shape(ctx: LoweringContext) -> tuple[int, ...]:
     dims = tuple(ctx.const_ints(0))
     if any(d < 0 for d in dims):
         raise ctx.invalid_argument(f"shape must not have negative dimensions, got {list(dims)}")
     return dims
 
 
-def _sample(ctx, ops: Ops, state: State, dims: tuple[int, ...], dtype: P, make) -> Value:
+def _sample(ctx: LoweringContext, ops: Ops, state: State, dims: tuple[int, ...], dtype: P,
+            make: Callable[[Value], Value]) -> Value:
     """``make(words u32[blocks, 4]) -> [blocks * k]`` sliced to the shape's element count."""
     count = int(np.prod(dims, dtype=np.int64))
     k = dist.per_block(dtype)
@@ -82,32 +86,32 @@ def _sample(ctx, ops: Ops, state: State, dims: tuple[int, ...], dtype: P, make) 
 
 
 @register_lowering("StatelessRandomGetKeyCounter", dtypes=_INTS, type_attrs=("Tseed",))
-def get_key_counter(ctx):
+def get_key_counter(ctx: LoweringContext) -> list[Value]:
     ops = Ops(ctx.b)
     return list(philox.key_counter_outputs(ops, _seed_state(ctx, ops, ctx.inputs[0])))
 
 
 @register_lowering("StatelessRandomGetKeyCounterAlg", dtypes=_INTS, type_attrs=("Tseed",))
-def get_key_counter_alg(ctx):
+def get_key_counter_alg(ctx: LoweringContext) -> list[Value]:
     return [*get_key_counter(ctx), ctx.scalar(PHILOX, P.S32)]
 
 
 @register_lowering("StatelessRandomGetAlg")
-def get_alg(ctx):
+def get_alg(ctx: LoweringContext) -> Value:
     return ctx.scalar(PHILOX, P.S32)
 
 
 # --- samplers ----------------------------------------------------------------------------------------
 
 
-def _distribution(name: str):
-    def v2(ctx):
+def _distribution(name: str) -> tuple[Callable[[LoweringContext], Value], Callable[[LoweringContext], Value]]:
+    def v2(ctx: LoweringContext) -> Value:
         ops = Ops(ctx.b)
         dtype = ctx.dtype_attr("dtype")
         return _sample(ctx, ops, _key_counter_state(ctx, ops), _shape(ctx), dtype,
                        lambda words: dist.DISTRIBUTIONS[name](ops, words, dtype))
 
-    def v1(ctx):
+    def v1(ctx: LoweringContext) -> Value:
         ops = Ops(ctx.b)
         dtype = ctx.dtype_attr("dtype")
         return _sample(ctx, ops, _seed_state(ctx, ops, ctx.inputs[1]), _shape(ctx), dtype,
@@ -125,11 +129,11 @@ for _name, _v2, _v1, _dtypes in [
     register_lowering(_v1, dtypes=_dtypes, type_attrs=("dtype",), const_inputs=(0,))(_rule_v1)
 
 
-def _int_bounds(ctx, lo_index: int) -> tuple[Value, Value]:
+def _int_bounds(ctx: LoweringContext, lo_index: int) -> tuple[Value, Value]:
     lo, hi = ctx.inputs[lo_index], ctx.inputs[lo_index + 1]
     for what, v in (("minval", lo), ("maxval", hi)):
-        if v.shape.dims:
-            raise ctx.invalid_argument(f"{what} must be 0-D, got shape {list(v.shape.dims)}")
+        if ctx.dims(v):
+            raise ctx.invalid_argument(f"{what} must be 0-D, got shape {list(ctx.dims(v))}")
     try:
         a, b = int(ctx.const_input(lo_index)), int(ctx.const_input(lo_index + 1))
     except LoweringError:
@@ -140,7 +144,7 @@ def _int_bounds(ctx, lo_index: int) -> tuple[Value, Value]:
 
 
 @register_lowering("StatelessRandomUniformIntV2", dtypes=_INTS, type_attrs=("dtype",), const_inputs=(0, 3))
-def uniform_int_v2(ctx):
+def uniform_int_v2(ctx: LoweringContext) -> Value:
     ops = Ops(ctx.b)
     dtype = ctx.dtype_attr("dtype")
     lo, hi = _int_bounds(ctx, 4)
@@ -149,7 +153,7 @@ def uniform_int_v2(ctx):
 
 
 @register_lowering("StatelessRandomUniformInt", dtypes=_INTS, type_attrs=("dtype",), const_inputs=(0,))
-def uniform_int_v1(ctx):
+def uniform_int_v1(ctx: LoweringContext) -> Value:
     ops = Ops(ctx.b)
     dtype = ctx.dtype_attr("dtype")
     lo, hi = _int_bounds(ctx, 2)
@@ -160,7 +164,7 @@ def uniform_int_v1(ctx):
 # --- truncated normal --------------------------------------------------------------------------------
 
 
-def _truncated(ctx, state: State, dims: tuple[int, ...], dtype: P) -> Value:
+def _truncated(ctx: LoweringContext, state: State, dims: tuple[int, ...], dtype: P) -> Value:
     ops = Ops(ctx.b)
     count = int(np.prod(dims, dtype=np.int64))
     k = dist.per_block(dtype)
@@ -199,10 +203,10 @@ def _truncated(ctx, state: State, dims: tuple[int, ...], dtype: P) -> Value:
 
 
 @register_lowering("StatelessTruncatedNormalV2", dtypes=_FLOATS, type_attrs=("dtype",), const_inputs=(0, 3))
-def truncated_normal_v2(ctx):
+def truncated_normal_v2(ctx: LoweringContext) -> Value:
     return _truncated(ctx, _key_counter_state(ctx, Ops(ctx.b)), _shape(ctx), ctx.dtype_attr("dtype"))
 
 
 @register_lowering("StatelessTruncatedNormal", dtypes=_FLOATS, type_attrs=("dtype",), const_inputs=(0,))
-def truncated_normal_v1(ctx):
+def truncated_normal_v1(ctx: LoweringContext) -> Value:
     return _truncated(ctx, _seed_state(ctx, Ops(ctx.b), ctx.inputs[1]), _shape(ctx), ctx.dtype_attr("dtype"))
