@@ -130,3 +130,33 @@ def test_compiled_normals_in_f64_equal_tf_exactly() -> None:
                     tf.random.stateless_truncated_normal((301,), s, dtype=tf.float64)]
     for g, w in zip(tfxla_plugin.function(fn, jit_compile=True)(seed), fn(seed)):
         assert same_bits(g.numpy(), w.numpy())
+
+
+def test_cnn_train_step_with_dropout_compiled_tracks_tf() -> None:
+    """Three SGD steps of a small CNN with Dropout: the compiled step draws TF's masks (a different
+    mask would move the weights by ~0.1), so the weights stay within float rounding of TF's."""
+    def make():
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((6, 6, 2)), keras.layers.Conv2D(4, 3, activation="relu"),
+                                  keras.layers.Flatten(), keras.layers.Dropout(0.5, seed=1), keras.layers.Dense(3)])
+        return model, keras.optimizers.SGD(0.1)
+
+    def step_of(model, opt):
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+        return step
+
+    x = tf.constant(np.random.default_rng(0).normal(size=(8, 6, 6, 2)).astype(np.float32))
+    y = tf.constant(np.arange(8) % 3)
+    (m_tf, o_tf), (m_ours, o_ours) = make(), make()
+    step_tf, step_ours = tf.function(step_of(m_tf, o_tf)), tfxla_plugin.function(step_of(m_ours, o_ours),
+                                                                                 jit_compile=True)
+    for _ in range(3):
+        np.testing.assert_allclose(float(step_ours(x, y)), float(step_tf(x, y)), rtol=1e-6)
+        for a, b in zip(m_ours.weights, m_tf.weights):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6, err_msg=a.path)
