@@ -13,10 +13,11 @@ skipped ``g`` times and fills elements ``g*k .. g*k+k-1``):
 * integers in ``[lo, hi)``: ``lo + word % (hi - lo)`` with the range unsigned and the sum wrapping; 64-bit
   types use ``w0 | w1 << 32`` (k = 2). Full-range integers are the word(s) themselves.
 
-Bit-exactness: integers and uniform floats are exact. The normals use TF's formula and TF's operation
-order; f32 ``log``/``sin``/``cos`` are computed in f64 and rounded, i.e. correctly rounded, where TF
-calls glibc's ``logf``/``sincosf``, which are not (about 1% of their results are one ulp off the
-correctly rounded value), so a few elements in a hundred differ from TF by one ulp.
+Bit-exactness: every distribution reproduces TF's CPU kernel bit for bit. The f32 Box-Muller transform
+calls glibc's ``logf`` and ``sincosf``, which are not correctly rounded, so ``_glibc_f32`` builds the
+same double-precision sequences; f64 uses the ``log``/``sin``/``cos`` opcodes, which the CPU backend
+computes with glibc (correctly rounded in practice; the HLO evaluator's NumPy ``log`` can differ by
+an ulp).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Callable
 
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
+from hlo.lowering.ops import _glibc_f32 as glibc
 from hlo.lowering.ops._philox import Ops, dims_of
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape
@@ -72,11 +74,6 @@ def uniform(ops: Ops, words: Value, dtype: P) -> Value:
     return _flat(ops, _uniform_narrow(ops, words, dtype))
 
 
-def _math_f32(ops: Ops, opcode: Opcode, x: Value) -> Value:
-    """A correctly rounded f32 ``opcode(x)``: computed in f64, rounded once."""
-    return ops.convert(ops.b.op(opcode, ops.convert(x, P.F64)), P.F32)
-
-
 def _box_muller(ops: Ops, u1: Value, u2: Value, dtype: P) -> tuple[Value, Value]:
     """TF's BoxMullerFloat (dtype f32) / BoxMullerDouble (f64) on uniforms in [0, 1)."""
     eps = ops.like(_EPSILON, u1)
@@ -86,9 +83,9 @@ def _box_muller(ops: Ops, u1: Value, u2: Value, dtype: P) -> tuple[Value, Value]
         radius = ops.b.sqrt(ops.b.multiply(ops.like(-2.0, u1), ops.b.log(u1)))
         return ops.b.multiply(ops.b.sine(v), radius), ops.b.multiply(ops.b.cosine(v), radius)
     v = ops.convert(ops.b.multiply(ops.like(_TWO_PI, ops.convert(u2, P.F64)), ops.convert(u2, P.F64)), P.F32)
-    radius = ops.b.sqrt(ops.b.multiply(ops.like(-2.0, u1), _math_f32(ops, Opcode.LOG, u1)))
-    return (ops.b.multiply(_math_f32(ops, Opcode.SINE, v), radius),
-            ops.b.multiply(_math_f32(ops, Opcode.COSINE, v), radius))
+    radius = ops.b.sqrt(ops.b.multiply(ops.like(-2.0, u1), glibc.logf(ops, u1)))
+    sin, cos = glibc.sincosf(ops, v)  # 0 <= v < 2 pi
+    return ops.b.multiply(sin, radius), ops.b.multiply(cos, radius)
 
 
 def normal_pairs(ops: Ops, words: Value, dtype: P) -> tuple[Value, Value]:
