@@ -39,7 +39,7 @@ from hlo.opcodes import Opcode
 _F32_OR_WIDER = frozenset({P.F32, P.F64})
 
 
-def _upcast(fn: Callable) -> Callable:
+def upcast(fn: Callable) -> Callable:
     """A unary float rule computed in f32 for f16/bf16 inputs, rounded once."""
     def lower(ctx: LoweringContext) -> Value:
         (x,) = ctx.inputs
@@ -57,7 +57,7 @@ def _max_finite(dtype: P) -> float:
 
 def _unary(*names: str) -> Callable[[Callable], Callable]:
     def register(fn: Callable) -> Callable:
-        return register_lowering(*names, dtypes=FLOATS)(_upcast(fn))
+        return register_lowering(*names, dtypes=FLOATS)(upcast(fn))
     return register
 
 
