@@ -91,3 +91,16 @@ def test_sparse_categorical_accuracy_compiled_matches_tf() -> None:
                               [0.1, 0.2, 0.7]], np.float32))
     acc = keras.metrics.sparse_categorical_accuracy
     np.testing.assert_array_equal(tfxla_plugin.function(acc, jit_compile=True)(y, p).numpy(), acc(y, p).numpy())
+
+
+def test_ensure_shape_is_the_identity_or_tf_s_error() -> None:
+    from hlo.lowering.graph import InputSpec, lower_graph
+
+    x = RNG.normal(size=(2, 3)).astype(np.float32)
+    check_lowering(lambda a: tf.ensure_shape(a, (2, None)) * 2.0, x)
+    gd = tf.compat.v1.GraphDef()  # TF's shape inference stops this graph being built: a hand-written node
+    node = gd.node.add(name="check", op="EnsureShape", input=["a"])
+    node.attr["T"].type = tf.float32.as_datatype_enum
+    node.attr["shape"].shape.CopyFrom(tf.TensorShape([None, 4]).as_proto())
+    with pytest.raises(LoweringError, match=r"'check'.*\[2, 3\] is not compatible with expected shape \[\?,4\]"):
+        lower_graph(gd, [InputSpec("a:0", tf.float32.as_datatype_enum, (2, 3))], ["check:0"])

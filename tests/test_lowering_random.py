@@ -204,3 +204,18 @@ def test_cnn_train_step_with_dropout_compiled_tracks_tf() -> None:
         np.testing.assert_allclose(float(step_ours(x, y)), float(step_tf(x, y)), rtol=1e-6)
         for a, b in zip(m_ours.weights, m_tf.weights):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6, err_msg=a.path)
+
+
+def test_keras_random_layers_compiled_equal_tf_eager() -> None:
+    """The Keras layers that draw stateless random numbers in training mode, in one compiled function,
+    twice (their seed generators advance alike). GaussianDropout and RandomBrightness compile exactly
+    too (checked when written); RandomContrast also reduces a mean, whose summation order differs by
+    an ulp, and RandomTranslation/Rotation/Zoom need ImageProjectiveTransformV3 (not lowered)."""
+    makers = [lambda: keras.layers.GaussianNoise(0.3, seed=1), lambda: keras.layers.AlphaDropout(0.3, seed=3),
+              lambda: keras.layers.SpatialDropout2D(0.3, seed=4), lambda: keras.layers.RandomFlip(seed=5)]
+    eager, compiled = [m() for m in makers], [m() for m in makers]
+    x = tf.constant(np.random.default_rng(0).normal(size=(4, 6, 6, 3)).astype(np.float32))
+    f = tfxla_plugin.function(lambda t: [layer(t, training=True) for layer in compiled], jit_compile=True)
+    for _ in range(2):
+        for layer, got in zip(eager, f(x)):
+            assert same_bits(got.numpy(), layer(x, training=True).numpy()), type(layer).__name__
