@@ -119,3 +119,9 @@ def test_compiled_on_the_cpu_backend_matches_tf() -> None:
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=5e-6 if k == len(want) - 1 else 1e-6, err_msg=str(k))
         else:
             np.testing.assert_array_equal(g, w, err_msg=str(k))
+
+
+def test_erfinv_f32() -> None:
+    v = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 0.9, 0.99, 0.999, 0.99999, -0.9999999, 1e-30, 1e-5, 1.5, -2.0, np.inf, np.nan]
+    x = np.array(v + list(np.random.default_rng(2).uniform(-1, 1, 60)), np.float32)
+    check_lowering(lambda a: R.Erfinv(x=a), x)

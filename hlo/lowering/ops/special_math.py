@@ -5,6 +5,10 @@
   fractional part, so it is exactly 0, and the result +inf, at the poles); ``lgamma(+-inf) = +inf``.
 * ``Digamma``: the derivative of the same approximation, reflected with ``- pi cot(pi x)``
   below 1/2; NaN at the poles (zero and the negative integers).
+* ``Erfinv``: Giles' single-precision approximation ("Approximating the erfinv function"), a degree-8
+  polynomial in ``w - 2.5`` or ``sqrt(w) - 3`` for ``w = -log1p(-x^2)`` below or above 5, times ``x``;
+  +-inf at +-1, NaN beyond. f32 only: for f64 XLA uses a longer expansion not done here, so f64
+  Erfinv stays in TensorFlow (which has no f16/bf16 kernels).
 * ``NextAfter(x, y)``: the float after ``x`` towards ``y`` by stepping its bit pattern (NaN if either
   is NaN, ``y`` if they are equal, the smallest subnormal with ``y``'s sign from zero).
 * ``ApproximateEqual(x, y)``: ``|x - y| < tolerance``.
@@ -88,6 +92,28 @@ def _digamma(ctx: LoweringContext, x: Value) -> Value:
     return b.select(pole, ctx.full(np.nan, x), result)
 
 
+_ERFINV_SMALL_W = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                   -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_ERFINV_LARGE_W = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                   -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+@upcast
+def _erfinv(ctx: LoweringContext, x: Value) -> Value:
+    b = ctx.b
+    w = b.negate(b.log_plus_one(b.negate(b.multiply(x, x))))
+    small = ctx.compare(w, ctx.full(5.0, x), "LT")
+    w = b.select(small, b.subtract(w, ctx.full(2.5, x)), b.subtract(b.sqrt(w), ctx.full(3.0, x)))
+    p = None
+    for lo, hi in zip(_ERFINV_SMALL_W, _ERFINV_LARGE_W):
+        c = b.select(small, ctx.full(np.float32(lo), x), ctx.full(np.float32(hi), x))
+        p = c if p is None else b.add(c, b.multiply(p, w))
+    assert p is not None
+    at_one = ctx.compare(b.abs(x), ctx.full(1, x), "EQ")
+    return b.select(at_one, b.multiply(x, ctx.full(np.inf, x)), b.multiply(p, x))
+
+
+register_lowering("Erfinv", dtypes=frozenset({P.F32}))(_erfinv)  # TF: f32, f64 kernels only
 _TF_CPU = frozenset({P.F16, P.F32, P.F64})  # TF has no bf16 kernels for these
 register_lowering("Lgamma", dtypes=_TF_CPU)(_lgamma)
 register_lowering("Digamma", dtypes=_TF_CPU)(_digamma)
