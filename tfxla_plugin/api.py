@@ -239,12 +239,12 @@ class CompiledFunction(polymorphic_function.Function):
             return
         specs = tf.nest.flatten(input_signature, expand_composites=True)
         if len(specs) != len(flat_tensors):
-            raise TypeError(f"{self.__name__}: expected {len(specs)} tensor argument(s) matching input_signature, "
+            raise TypeError(f"{self.name}: expected {len(specs)} tensor argument(s) matching input_signature, "
                             f"got {len(flat_tensors)}")
         for k, (spec, x) in enumerate(zip(specs, flat_tensors)):
             t = tf.TensorSpec(x.shape if isinstance(x, (tf.Variable, tf.Tensor)) else np.shape(x), tf.as_dtype(x.dtype))
             if not tf.TensorSpec(spec.shape, spec.dtype).is_compatible_with(t):  # a TensorSpec or VariableSpec
-                raise TypeError(f"{self.__name__}: argument {k} is {t}, not compatible with input_signature {spec}")
+                raise TypeError(f"{self.name}: argument {k} is {t}, not compatible with input_signature {spec}")
 
     @staticmethod
     def _batch_polymorphic(input_signature) -> bool:
@@ -269,7 +269,7 @@ class CompiledFunction(polymorphic_function.Function):
                     import logging
 
                     logging.getLogger("tfxla_plugin").info(
-                        "%s: compiling per input shape instead of once for every batch size: %s", self.__name__, e)
+                        "%s: compiling per input shape instead of once for every batch size: %s", self.name, e)
                     self._tiled = False
         if self._tiled is False:
             return None
@@ -350,7 +350,7 @@ class CompiledFunction(polymorphic_function.Function):
         if isinstance(owner, tf.__internal__.tracking.Trackable):
             # a dependency of the instance: tf.saved_model.save reaches the Assets (a Function's own children
             # may only be its traces), and the captured kernel paths become the Assets' paths in the model
-            owner._track_trackable(holder, name=f"_tfxla_kernels_{self.__name__}", overwrite=True)
+            owner._track_trackable(holder, name=f"_tfxla_kernels_{self.name}", overwrite=True)
 
     def _list_all_concrete_functions_for_serialization(self):
         # Without an input_signature, tf.function saves a trace per signature it was called with: so do we,
@@ -371,7 +371,7 @@ class CompiledFunction(polymorphic_function.Function):
             logging.getLogger("tfxla_plugin").warning(
                 "%s: saving a compiled function that is no method: its kernels are saved only if the saved "
                 "object tracks them (module.kernels = f.kernel_assets); otherwise the model names files of "
-                "this process", self.__name__)
+                "this process", self.name)
         return children
 
     # --- the public surface ----------------------------------------------------------------
@@ -384,6 +384,12 @@ class CompiledFunction(polymorphic_function.Function):
         outs = compiled.call_flat([t if type(t) is _EagerTensor or isinstance(t, tf.Variable) else tf.convert_to_tensor(t)
                                    for t in tensors])
         return compiled.pack_outputs(outs)
+
+    @property
+    def jit_compile(self) -> bool | str:
+        """``True`` (must-compile), ``"auto"`` or ``False``, as given (TensorFlow's own ``_jit_compile`` of this
+        Function is ``None``: what it traces and saves is not for XLA)."""
+        return self._options.jit_compile
 
     @property
     def python_function(self):

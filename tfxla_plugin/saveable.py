@@ -39,8 +39,8 @@ def staging_dir() -> Path:
 class AssetRunner:
     """Runs one ``CompiledGraph`` inside a graph being traced, its kernels read from Assets (module docstring).
     Build it eagerly (under ``tf.init_scope()``): it writes files and makes the Assets.
-    Assets are trackable objects: whatever saves the traces must reach them (``CompiledFunction`` lists the
-    pool's Assets as its children)."""
+    Assets are trackable objects: whatever saves the traces must reach them (``CompiledFunction`` has the
+    instance it is a method of track the pool's Assets)."""
 
     def __init__(self, compiled, pool: dict[str, tf.saved_model.Asset]):
         """``pool``: file name -> Asset, shared by the runners of one function (one Asset per file: a
