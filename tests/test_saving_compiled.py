@@ -1,9 +1,10 @@
 """``tf.saved_model.save`` of tf.Modules and Keras models whose methods are ``tfxla_plugin.function``s.
 
-Each model is saved (with and without ``signatures=``), its directory moved, and loaded with
-``tf.saved_model.load`` in one fresh process (``import tfxla_plugin`` registers the op): the loaded
-functions give the original's outputs and their graphs run ``TfxlaLaunch``, reading the kernels from the
-model's ``assets/`` (stored as ``tfxla wrap`` stores them), never from the process that saved them.
+Each model is saved (with and without ``signatures=``; a Keras model also with ``model.export``), its
+directory moved, and loaded with ``tf.saved_model.load`` in one fresh process (``import tfxla_plugin``
+registers the op): the loaded functions give the original's outputs and their graphs run ``TfxlaLaunch``,
+reading the kernels from the model's ``assets/`` (stored as ``tfxla wrap`` stores them), never from the
+process that saved them.
 """
 
 from __future__ import annotations
@@ -123,7 +124,8 @@ def saved(tmp_path_factory):
     tf.saved_model.save(model, str(here / "keras"))  # Keras's own serving_default calls the compiled call
     tf.saved_model.save(model, str(here / "keras_sig"),
                         signatures=model.call.get_concrete_function(tf.TensorSpec([None, 8, 8, 3], tf.float32)))
-    expected["keras"] = {"serving_default.output_0": out}
+    model.export(str(here / "keras_export"), verbose=False)  # Keras's ExportArchive: variables and resources
+    expected["keras"] = expected["keras_export"] = {"serving_default.output_0": out}
     expected["keras_sig"] = {"serving_default.output_0": out}
 
     import keras
@@ -134,7 +136,7 @@ def saved(tmp_path_factory):
 
     for name in ("affine", "affine_sig", "unsigned", "unsigned_sig"):
         np.save(here / f"{name}.x.npy", x_affine)
-    for name in ("keras", "keras_sig"):
+    for name in ("keras", "keras_sig", "keras_export"):
         np.save(here / f"{name}.x.npy", x_image)
     cases = [n for n in expected if n != "keras_tf"]
     (here / "cases.json").write_text(json.dumps(cases))
@@ -145,7 +147,7 @@ def saved(tmp_path_factory):
     return json.loads(run.stdout.strip().splitlines()[-1]), moved, expected
 
 
-CASES = ["affine", "affine_sig", "unsigned", "unsigned_sig", "keras", "keras_sig"]
+CASES = ["affine", "affine_sig", "unsigned", "unsigned_sig", "keras", "keras_sig", "keras_export"]
 
 
 @pytest.mark.slow

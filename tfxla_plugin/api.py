@@ -177,7 +177,7 @@ class CompiledFunction(polymorphic_function.Function):
         self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._runners: dict[int, tuple[CompiledGraph, object]] = {}  # id(compiled graph) -> (it, its AssetRunner)
         self._assets: dict[str, tf.saved_model.Asset] = {}  # file name -> Asset, shared by this function's runners
-        self._holder: tf.Module | None = None  # kernel_assets
+        self._holder = None  # kernel_assets
 
         def traced(*args, **kwargs):
             return self._trace(args, kwargs)
@@ -328,13 +328,14 @@ class CompiledFunction(polymorphic_function.Function):
         return entry[1]
 
     @property
-    def kernel_assets(self) -> tf.Module:
-        """The Assets of the kernels this function's traces read (a ``tf.Module`` holding them). A method's
-        instance (a ``tf.Module``, a Keras model) tracks it for ``tf.saved_model.save``; a function that is
-        no method must be made an attribute of the saved object with it: ``module.kernels = f.kernel_assets``."""
+    def kernel_assets(self):
+        """The Assets of the kernels this function's traces read (``saveable.KernelAssets``). A method's
+        instance (a ``tf.Module``, a Keras model) tracks it for ``tf.saved_model.save`` and ``model.export``;
+        a function that is no method needs the saved object to hold it: ``module.kernels = f.kernel_assets``."""
         if self._holder is None:
-            self._holder = tf.Module(name="tfxla_kernels")
-            self._holder.assets = {}
+            from tfxla_plugin.saveable import KernelAssets
+
+            self._holder = KernelAssets()
         return self._holder
 
     def _owner(self):

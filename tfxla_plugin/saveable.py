@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 import tensorflow as tf
+from tensorflow.python.trackable.resource import TrackableResource
 
 import backends
 from tfxla_plugin.saved_model import CompiledSignature, asset_importer, kernel_assets, launch_graph, stage_kernel
@@ -34,6 +35,29 @@ def staging_dir() -> Path:
         atexit.register(shutil.rmtree, path, ignore_errors=True)
         _STAGING.append(path)
     return _STAGING[0]
+
+
+class KernelAssets(TrackableResource):
+    """The Assets of a compiled function's kernels, by file name (``assets``), as one trackable object that the
+    function's instance tracks. A resource, so that Keras's ``model.export`` keeps it: its ``ExportArchive``
+    saves the variables and the ``TrackableResource``s it finds under the model, nothing else. The resource
+    itself is an unused scalar variable handle; the Assets are its children in a SavedModel."""
+
+    def __init__(self):
+        super().__init__()
+        self.assets: dict[str, tf.saved_model.Asset] = {}
+
+    def _create_resource(self):
+        return tf.raw_ops.VarHandleOp(dtype=tf.int32, shape=[], shared_name="")
+
+    def _initialize(self):
+        pass
+
+    def _trackable_children(self, save_type="checkpoint", **kwargs):
+        children = super()._trackable_children(save_type, **kwargs)
+        if save_type != "checkpoint":
+            children.update({f"asset_{name}": asset for name, asset in self.assets.items()})
+        return children
 
 
 class AssetRunner:
@@ -61,4 +85,4 @@ class AssetRunner:
         return self._run(flat)
 
 
-__all__ = ["AssetRunner", "staging_dir"]
+__all__ = ["AssetRunner", "KernelAssets", "staging_dir"]
