@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import logging
 import weakref
 
 import numpy as np
@@ -25,6 +26,8 @@ import backends
 from graph_passes.pipeline import batched_inputs
 from tfxla_plugin.compiled_graph import CompiledGraph, GraphImporter, pack_outputs
 from tfxla_plugin.flags import Flags
+
+log = logging.getLogger("tfxla_plugin")
 
 
 def function(fn=None, *, jit_compile=True, backend: str | None = None, input_signature=None,
@@ -176,8 +179,7 @@ class CompiledFunction(polymorphic_function.Function):
         self._tiled: CompiledGraph | None | bool = None if self._batch_polymorphic(input_signature) else False
         self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._runners: dict[int, tuple[CompiledGraph, object]] = {}  # id(compiled graph) -> (it, its AssetRunner)
-        self._assets: dict[str, tf.saved_model.Asset] = {}  # file name -> Asset, shared by this function's runners
-        self._holder = None  # kernel_assets
+        self._holder = None  # kernel_assets: the Assets of every runner's kernels, by file name
 
         def traced(*args, **kwargs):
             return self._trace(args, kwargs)
@@ -266,9 +268,7 @@ class CompiledFunction(polymorphic_function.Function):
                     self._tiled = CompiledGraph.build_tiled(cf, must_compile=self._options.jit_compile is True,
                                                             flags=flags)
                 except NotTileable as e:
-                    import logging
-
-                    logging.getLogger("tfxla_plugin").info(
+                    log.info(
                         "%s: compiling per input shape instead of once for every batch size: %s", self.name, e)
                     self._tiled = False
         if self._tiled is False:
@@ -323,7 +323,7 @@ class CompiledFunction(polymorphic_function.Function):
             from tfxla_plugin.saveable import AssetRunner
 
             with tf.init_scope():  # stages files and makes Assets: eager work
-                entry = self._runners[id(compiled)] = (compiled, AssetRunner(compiled, self._assets))
+                entry = self._runners[id(compiled)] = (compiled, AssetRunner(compiled, self.kernel_assets.assets))
                 self._track_assets()
         return entry[1]
 
@@ -346,7 +346,6 @@ class CompiledFunction(polymorphic_function.Function):
 
     def _track_assets(self) -> None:
         holder = self.kernel_assets
-        holder.assets.update(self._assets)
         owner = self._owner()
         if isinstance(owner, tf.__internal__.tracking.Trackable):
             # a dependency of the instance: tf.saved_model.save reaches the Assets (a Function's own children
@@ -366,10 +365,8 @@ class CompiledFunction(polymorphic_function.Function):
 
     def _trackable_children(self, save_type="checkpoint", **kwargs):
         children = super()._trackable_children(save_type, **kwargs)  # the traces, when saving a SavedModel
-        if save_type != "checkpoint" and self._assets and self._owner() is None:
-            import logging
-
-            logging.getLogger("tfxla_plugin").warning(
+        if save_type != "checkpoint" and self._holder is not None and self._holder.assets and self._owner() is None:
+            log.warning(
                 "%s: saving a compiled function that is no method: its kernels are saved only if the saved "
                 "object tracks them (module.kernels = f.kernel_assets); otherwise the model names files of "
                 "this process", self.name)
