@@ -15,14 +15,19 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import logging
 import weakref
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.eager.polymorphic_function import polymorphic_function
 
 import backends
+from graph_passes.pipeline import batched_inputs
 from tfxla_plugin.compiled_graph import CompiledGraph, GraphImporter, pack_outputs
 from tfxla_plugin.flags import Flags
+
+log = logging.getLogger("tfxla_plugin")
 
 
 def function(fn=None, *, jit_compile=True, backend: str | None = None, input_signature=None,
@@ -110,7 +115,45 @@ def _data_inputs(flat: list) -> list:
     return out
 
 
-class CompiledFunction:
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    """What ``function(...)`` was given, as a bound method's CompiledFunction inherits it."""
+    jit_compile: bool | str
+    input_signature: object = None
+    reduce_retracing: bool = False
+    autograph: bool = True
+    backend: str | None = None
+
+
+def _tensor_key(x) -> tuple:
+    """How a tensor argument (eager or traced), array or TensorSpec enters a signature key: dtype and shape
+    (a tuple with None for unknown dims, None for an unknown rank), as eager calls key their tensors."""
+    shape = x.shape
+    if isinstance(shape, tf.TensorShape):
+        shape = tuple(shape.as_list()) if shape.rank is not None else None
+    return (tf.as_dtype(x.dtype), tuple(shape) if shape is not None else None)
+
+
+def _as_specs(structure):
+    """``structure`` with traced (graph) tensors replaced by their TensorSpecs: what ``get_concrete_function``
+    of another graph is given (the tensors belong to the graph being traced)."""
+    return tf.nest.map_structure(
+        lambda x: tf.TensorSpec(x.shape, x.dtype) if isinstance(x, tf.Tensor) and type(x) is not _EagerTensor else x,
+        structure)
+
+
+class CompiledFunction(polymorphic_function.Function):
+    """A ``tf.function`` whose calls run compiled kernels (the module docstring).
+
+    It is a ``tf.function`` (a ``polymorphic_function.Function``) to TensorFlow: ``tf.saved_model.save`` saves
+    it as a method of a ``tf.Module`` or Keras model, ``signatures=`` accepts it or its concrete functions,
+    and ``get_concrete_function(*specs)`` returns a ConcreteFunction whose graph runs ``TfxlaLaunch`` with
+    each kernel read from a SavedModel Asset (``saveable.AssetRunner``: the kernels stored as ``tfxla wrap``
+    stores them). What TensorFlow traces is ``_trace``: compile for the traced signature, then import the
+    rewritten graph. Eager calls do not go through TensorFlow's dispatch: ``__call__`` looks the compiled
+    signature up and runs it (one eager launch where it can).
+    """
+
     # Marks calls as autograph's own artifacts: called inside a user's tf.function, autograph would
     # otherwise convert the whole compiler (minutes of tracing). A class attribute, unlike
     # ``do_not_convert``, adds nothing to each call.
@@ -118,14 +161,14 @@ class CompiledFunction:
 
     def __init__(self, fn, *, jit_compile, input_signature=None, reduce_retracing=False, autograph=True,
                  backend: str | None = None, _instance=None):
-        self._python_function = fn
-        self._backend = backend
-        self._jit_compile = jit_compile
-        self._input_signature = input_signature
-        self._reduce_retracing = reduce_retracing
-        self._autograph = autograph
+        # the wrapper attributes (__name__, __doc__, __wrapped__: the signature Keras binds arguments by) but
+        # not fn's __dict__, which for a model would be its own tracking state
+        functools.update_wrapper(self, fn, updated=())
+        self._options = _Options(jit_compile, input_signature, reduce_retracing, autograph, backend)
+        self._fn = fn
         self._instance = _instance  # a weak reference to the instance a method is bound to, or None
         target = _traceable(fn) if _instance is None else _bound_method(fn, _instance)
+        self._target = target
         # Traced at concrete shapes (our kernels are specialised); the user's input_signature is
         # checked separately so that `None` dims still accept any size.
         self._tf_function = tf.function(target, autograph=autograph)
@@ -135,7 +178,17 @@ class CompiledFunction:
         # None: not tried yet; False: per-shape kernels instead (or no None batch dim in input_signature)
         self._tiled: CompiledGraph | None | bool = None if self._batch_polymorphic(input_signature) else False
         self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        functools.update_wrapper(self, fn)
+        self._runners: dict[int, tuple[CompiledGraph, object]] = {}  # id(compiled graph) -> (it, its AssetRunner)
+        self._holder = None  # kernel_assets: the Assets of every runner's kernels, by file name
+
+        def traced(*args, **kwargs):
+            return self._trace(args, kwargs)
+
+        functools.update_wrapper(traced, target, updated=())  # target's signature: TF binds arguments by it
+        name = getattr(fn, "__name__", None) or type(fn).__name__
+        # jit_compile=None: what TensorFlow saves and reloads is a plain function running our launch ops
+        super().__init__(traced, name, input_signature=input_signature, autograph=False, jit_compile=None,
+                         reduce_retracing=reduce_retracing)
         if _instance is not None:
             self.__signature__ = target.__signature__  # without ``self``: Keras binds call arguments by it
 
@@ -146,9 +199,9 @@ class CompiledFunction:
             return self
         bound = self._bound.get(instance)
         if bound is None:
-            bound = CompiledFunction(self._python_function, jit_compile=self._jit_compile,
-                                     input_signature=self._input_signature, reduce_retracing=self._reduce_retracing,
-                                     autograph=self._autograph, backend=self._backend,
+            o = self._options
+            bound = CompiledFunction(self._fn, jit_compile=o.jit_compile, input_signature=o.input_signature,
+                                     reduce_retracing=o.reduce_retracing, autograph=o.autograph, backend=o.backend,
                                      _instance=weakref.ref(instance))
             self._bound[instance] = bound
         return bound
@@ -156,7 +209,8 @@ class CompiledFunction:
     def _flags(self) -> Flags:
         """``TFXLA_FLAGS`` as set now, with this function's own ``backend`` when it names one."""
         flags = Flags.from_env()
-        return flags if self._backend is None else dataclasses.replace(flags, backend=self._backend)
+        backend = self._options.backend
+        return flags if backend is None else dataclasses.replace(flags, backend=backend)
 
     # --- signature handling --------------------------------------------------------------
     def _key(self, args, kwargs):
@@ -171,8 +225,8 @@ class CompiledFunction:
                 variables.append(x)
                 key.append(("var", x.dtype.name, tuple(x.shape.as_list()) if x.shape.rank is not None else None,
                             x.trainable, alias))
-            elif isinstance(x, (tf.Tensor, np.ndarray, np.generic)):
-                key.append((x.dtype.name if hasattr(x.dtype, "name") else str(x.dtype), tuple(np.shape(x))))
+            elif isinstance(x, (tf.Tensor, tf.TensorSpec, np.ndarray, np.generic)):
+                key.append(_tensor_key(x))  # a traced tensor of a static shape finds an eager call's kernels
             else:
                 try:
                     hash(x)
@@ -182,16 +236,17 @@ class CompiledFunction:
         return tuple(key), flat
 
     def _check_signature(self, flat_tensors) -> None:
-        if self._input_signature is None:
+        input_signature = self._options.input_signature
+        if input_signature is None:
             return
-        specs = tf.nest.flatten(self._input_signature, expand_composites=True)
+        specs = tf.nest.flatten(input_signature, expand_composites=True)
         if len(specs) != len(flat_tensors):
-            raise TypeError(f"{self.__name__}: expected {len(specs)} tensor argument(s) matching input_signature, "
+            raise TypeError(f"{self.name}: expected {len(specs)} tensor argument(s) matching input_signature, "
                             f"got {len(flat_tensors)}")
         for k, (spec, x) in enumerate(zip(specs, flat_tensors)):
-            t = tf.TensorSpec(x.shape if isinstance(x, tf.Variable) else np.shape(x), tf.as_dtype(x.dtype))
+            t = tf.TensorSpec(x.shape if isinstance(x, (tf.Variable, tf.Tensor)) else np.shape(x), tf.as_dtype(x.dtype))
             if not tf.TensorSpec(spec.shape, spec.dtype).is_compatible_with(t):  # a TensorSpec or VariableSpec
-                raise TypeError(f"{self.__name__}: argument {k} is {t}, not compatible with input_signature {spec}")
+                raise TypeError(f"{self.name}: argument {k} is {t}, not compatible with input_signature {spec}")
 
     @staticmethod
     def _batch_polymorphic(input_signature) -> bool:
@@ -207,15 +262,15 @@ class CompiledFunction:
             flags = self._flags()
             from tfxla_plugin.batch_tiling import NotTileable
 
-            cf = self._plain.get_concrete_function()
-            try:
-                self._tiled = CompiledGraph.build_tiled(cf, must_compile=self._jit_compile is True, flags=flags)
-            except NotTileable as e:
-                import logging
-
-                logging.getLogger("tfxla_plugin").info(
-                    "%s: compiling per input shape instead of once for every batch size: %s", self.__name__, e)
-                self._tiled = False
+            cf = self._plain.get_concrete_function()  # traced here: an init_scope pauses the tapes it may open
+            with tf.init_scope():  # compiled eagerly (the eager launch's constants), also while a graph is traced
+                try:
+                    self._tiled = CompiledGraph.build_tiled(cf, must_compile=self._options.jit_compile is True,
+                                                            flags=flags)
+                except NotTileable as e:
+                    log.info(
+                        "%s: compiling per input shape instead of once for every batch size: %s", self.name, e)
+                    self._tiled = False
         if self._tiled is False:
             return None
         flat = tf.nest.flatten((args, kwargs), expand_composites=True)
@@ -238,23 +293,119 @@ class CompiledFunction:
         compiled = self._cache.get(key)
         if compiled is None:
             self._check_signature(tensors)
-            flags = self._flags()
-            cf = self._tf_function.get_concrete_function(*args, **kwargs)
-            compiled = CompiledGraph.build(cf, must_compile=self._jit_compile is True, flags=flags)
-            self._cache[key] = compiled
+            compiled = self._cache[key] = self._build(args, kwargs)
         return compiled, tensors
+
+    def _build(self, args, kwargs) -> CompiledGraph:
+        """Trace and compile for these arguments (eagerly, also while a graph is traced); a ``None`` leading
+        dim with the other dims known (traced from a TensorSpec) compiles once per batch tile, as ``wrap``."""
+        flags = self._flags()
+        must_compile = self._options.jit_compile is True
+        args, kwargs = _as_specs((args, kwargs))
+        cf = self._tf_function.get_concrete_function(*args, **kwargs)  # traced here: init_scope pauses tapes
+        with tf.init_scope():  # compiled eagerly (the eager launch's constants), also while a graph is traced
+            if batched_inputs(cf):
+                return CompiledGraph.build_tiled(cf, must_compile=must_compile, flags=flags)
+            return CompiledGraph.build(cf, must_compile=must_compile, flags=flags)
+
+    # --- what TensorFlow traces (get_concrete_function, calls inside a graph, saving) -------------------
+    def _trace(self, args, kwargs):
+        """The body of this function's TensorFlow traces: the compiled graph for these (traced) arguments,
+        imported with its kernels read from Assets (``saveable.AssetRunner``)."""
+        if self._options.jit_compile is False:
+            return self._plain(*args, **kwargs)
+        compiled, tensors = self._compiled(args, kwargs)
+        return compiled.pack_outputs(self._runner(compiled)(tensors))
+
+    def _runner(self, compiled: CompiledGraph):
+        entry = self._runners.get(id(compiled))
+        if entry is None:
+            from tfxla_plugin.saveable import AssetRunner
+
+            with tf.init_scope():  # stages files and makes Assets: eager work
+                entry = self._runners[id(compiled)] = (compiled, AssetRunner(compiled, self.kernel_assets.assets))
+                self._track_assets()
+        return entry[1]
+
+    @property
+    def kernel_assets(self):
+        """The Assets of the kernels this function's traces read (``saveable.KernelAssets``). A method's
+        instance (a ``tf.Module``, a Keras model) tracks it for ``tf.saved_model.save`` and ``model.export``;
+        a function that is no method needs the saved object to hold it: ``module.kernels = f.kernel_assets``."""
+        if self._holder is None:
+            from tfxla_plugin.saveable import KernelAssets
+
+            self._holder = KernelAssets()
+        return self._holder
+
+    def _owner(self):
+        """The object this function is a method of (decorated in its class, or a bound method), or None."""
+        if self._instance is not None:
+            return self._instance()
+        return getattr(self._fn, "__self__", None) if inspect.ismethod(self._fn) else None
+
+    def _track_assets(self) -> None:
+        holder = self.kernel_assets
+        owner = self._owner()
+        if isinstance(owner, tf.__internal__.tracking.Trackable):
+            # a dependency of the instance: tf.saved_model.save reaches the Assets (a Function's own children
+            # may only be its traces), and the captured kernel paths become the Assets' paths in the model
+            owner._track_trackable(holder, name=f"_tfxla_kernels_{self.name}", overwrite=True)
+
+    def _list_all_concrete_functions_for_serialization(self):
+        # Without an input_signature, tf.function saves a trace per signature it was called with: so do we,
+        # for the signatures called eagerly too (our eager calls skip TensorFlow's tracing).
+        if self.input_signature is None:
+            seen = ([c.concrete_function for c in list(self._cache.values())] if self._options.jit_compile is not False
+                    else list(self._plain._list_all_concrete_functions()))
+            for cf in seen:
+                args, kwargs = cf.structured_input_signature
+                self.get_concrete_function(*args, **kwargs)
+        return super()._list_all_concrete_functions_for_serialization()
+
+    def _trackable_children(self, save_type="checkpoint", **kwargs):
+        children = super()._trackable_children(save_type, **kwargs)  # the traces, when saving a SavedModel
+        if save_type != "checkpoint" and self._holder is not None and self._holder.assets and self._owner() is None:
+            log.warning(
+                "%s: saving a compiled function that is no method: its kernels are saved only if the saved "
+                "object tracks them (module.kernels = f.kernel_assets); otherwise the model names files of "
+                "this process", self.name)
+        return children
 
     # --- the public surface ----------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if self._jit_compile is False:
+        if self._options.jit_compile is False:
             return self._plain(*args, **kwargs)
+        if not tf.executing_eagerly():  # a graph is being traced: TensorFlow's call, saveable
+            return super().__call__(*args, **kwargs)
         compiled, tensors = self._compiled(args, kwargs)
         outs = compiled.call_flat([t if type(t) is _EagerTensor or isinstance(t, tf.Variable) else tf.convert_to_tensor(t)
                                    for t in tensors])
         return compiled.pack_outputs(outs)
 
-    def get_concrete_function(self, *args, **kwargs):
-        return self._tf_function.get_concrete_function(*args, **kwargs)
+    @property
+    def jit_compile(self) -> bool | str:
+        """``True`` (must-compile), ``"auto"`` or ``False``, as given (TensorFlow's own ``_jit_compile`` of this
+        Function is ``None``: what it traces and saves is not for XLA)."""
+        return self._options.jit_compile
+
+    @property
+    def python_function(self):
+        """The Python function compiled (for a method bound to an instance, that binding)."""
+        return self._fn if self._instance is None else self._target
+
+    def experimental_get_tracing_count(self) -> int:
+        """How many times the Python function was traced: once per compiled signature, as ``tf.function``
+        traces it per input shape (once with an input_signature that compiles for every batch size)."""
+        if self._options.jit_compile is False:
+            return self._plain.experimental_get_tracing_count()
+        return self._tf_function.experimental_get_tracing_count() + self._plain.experimental_get_tracing_count()
+
+    def pretty_printed_concrete_signatures(self, verbose: bool = True) -> str:
+        """The signatures traced, printed as ``tf.function`` prints them (its input_signature's, if given)."""
+        if self._options.input_signature is not None or self._options.jit_compile is False:
+            return self._plain.pretty_printed_concrete_signatures(verbose)
+        return self._tf_function.pretty_printed_concrete_signatures(verbose)
 
     def explain(self, *args, format: str = "text", **kwargs) -> str:  # noqa: A002
         """Why these arguments compiled as they did: the clustering summary (clusters, coverage, op
@@ -268,9 +419,23 @@ class CompiledFunction:
         return explain(compiled, format)
 
     def experimental_get_compiler_ir(self, *args, **kwargs):
-        """Like ``tf.function``'s: returns ``ir(stage="hlo")``; stages hlo, optimized_hlo, clusters, c, graph."""
+        """Like ``tf.function``'s: the arguments are values or TensorSpecs; returns ``ir(stage="hlo")`` (stages
+        in ``tfxla_plugin.compiler_ir``: hlo, optimized_hlo, optimized_hlo_dot, c, clusters, graph; the
+        serialized-proto stages are refused with the reason)."""
+        from tfxla_plugin.compiler_ir import compiler_ir
+
+        if self._options.jit_compile is False:
+            raise ValueError("Compiler IR can only be returned for functions marked with 'jit_compile=True' "
+                             "(or \"auto\")")
         compiled, _ = self._compiled(args, kwargs)
-        return lambda stage="hlo": compiled.ir(stage)
+
+        def ir(stage: str = "hlo", device_name=None, platform_name=None) -> str:
+            if device_name is not None or platform_name is not None:
+                raise ValueError("experimental_get_compiler_ir: tfxla-plugin compiles for its backend "
+                                 f"({compiled.flags.backend}); choose it with function(..., backend=...), not "
+                                 "device_name/platform_name")
+            return compiler_ir(compiled, stage)
+        return ir
 
     def compiled_graph(self, *args, **kwargs) -> CompiledGraph:
         return self._compiled(args, kwargs)[0]

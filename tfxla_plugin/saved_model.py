@@ -107,7 +107,7 @@ def _kernel_files(compiled, backend: Backend) -> dict:
             "compile_seconds": round(compiled.compile_seconds, 3)}
 
 
-class _Signature:
+class CompiledSignature:
     """One compiled signature: its CompiledGraph and what the saved function needs."""
 
     def __init__(self, name: str, cf, compiled: CompiledGraph, signature=None):
@@ -124,7 +124,7 @@ class _Signature:
             self.notes = {}
 
 
-def _compile_signature(name: str, cf, signature, *, jit_compile, flags: Flags, batch_tiles, bar) -> _Signature:
+def _compile_signature(name: str, cf, signature, *, jit_compile, flags: Flags, batch_tiles, bar) -> CompiledSignature:
     must = jit_compile is True
     batched = bool(batched_inputs(cf))  # a leading None and the other dims known: compiled per batch tile
 
@@ -136,10 +136,10 @@ def _compile_signature(name: str, cf, signature, *, jit_compile, flags: Flags, b
         compiled = CompiledGraph.build_tiled(cf, must_compile=must, flags=flags, tiles=batch_tiles, progress=progress)
     else:
         compiled = CompiledGraph.build(cf, must_compile=must, flags=flags)
-    return _Signature(name, cf, compiled, signature)
+    return CompiledSignature(name, cf, compiled, signature)
 
 
-def _launch_attrs(gd, sig: _Signature, files: dict[str, dict], features: Sequence[str], strip_graphs: bool,
+def _launch_attrs(gd, sig: CompiledSignature, files: dict[str, dict], features: Sequence[str], strip_graphs: bool,
                   backend: Backend) -> None:
     """Record in each launch node (in place) its kernels' hashes and what the op needs to rebuild them from
     their sources: the sources' hashes, the rebuild commands (a JSON argv each), the CPU features."""
@@ -163,11 +163,19 @@ def _launch_attrs(gd, sig: _Signature, files: dict[str, dict], features: Sequenc
                 node.attr.pop(key, None)
 
 
-def _serving_function(sig: _Signature, gd, assets: dict[str, tf.saved_model.Asset]):
-    """A tf.function with the signature's inputs that imports the rewritten graph, kernel paths from Assets."""
-    specs = tf.nest.flatten(sig.signature.structured_input_signature, expand_composites=True)
-    kwargs_specs = sig.signature.structured_input_signature[1]
-    structure = sig.signature.structured_outputs
+def launch_graph(sig: CompiledSignature, files: dict[str, dict], features: Sequence[str], backend: Backend,
+                 strip_graphs: bool = False):
+    """A copy of ``sig``'s rewritten GraphDef whose launch nodes record their kernels (``_launch_attrs``)."""
+    gd = tf.compat.v1.GraphDef()
+    gd.CopyFrom(sig.compiled.rewritten.graph_def)
+    _launch_attrs(gd, sig, files, features, strip_graphs=strip_graphs, backend=backend)
+    return gd
+
+
+def asset_importer(sig: CompiledSignature, gd, assets: dict[str, tf.saved_model.Asset]):
+    """A function of the flat data inputs that imports ``gd`` (``launch_graph``) into the graph being traced,
+    each launch's kernel path fed from its Asset (a stack of them, one per batch tile): the path follows the
+    SavedModel directory when it moves. Returns the flat outputs."""
     importer = GraphImporter(sig.cf, gd)
     nodes = {n.name: n for n in gd.node}
     path_inputs = {}  # kernel-path Const tensor -> kernel ids
@@ -177,16 +185,61 @@ def _serving_function(sig: _Signature, gd, assets: dict[str, tf.saved_model.Asse
                                                                     for k in sig.kernels[cluster]]
     tiled = bool(sig.tiles)
 
-    def serve(**kwargs):
-        paths = {t: tf.stack([assets[i].asset_path for i in ids]) if tiled else assets[ids[0]].asset_path
+    def run(flat):
+        # an op on the Asset's path captures it (import_graph_def takes no eager tensor in input_map)
+        paths = {t: tf.stack([assets[i].asset_path for i in ids]) if tiled else tf.identity(assets[ids[0]].asset_path)
                  for t, ids in path_inputs.items()}
-        outs = importer(tf.nest.flatten(kwargs, expand_composites=True), paths)
+        return importer(flat, paths)
+    return run
+
+
+def _serving_function(sig: CompiledSignature, run):
+    """A tf.function with the signature's inputs that runs ``run`` (``asset_importer``) on them."""
+    specs = tf.nest.flatten(sig.signature.structured_input_signature, expand_composites=True)
+    kwargs_specs = sig.signature.structured_input_signature[1]
+    structure = sig.signature.structured_outputs
+
+    def serve(**kwargs):
+        outs = run(tf.nest.flatten(kwargs, expand_composites=True))
         return tf.nest.pack_sequence_as(structure, outs, expand_composites=True)
 
     fn = tf.function(serve, autograph=False)
     if kwargs_specs:
         return fn.get_concrete_function(**kwargs_specs)
     return fn.get_concrete_function(*specs)
+
+
+def stage_kernel(compiled, backend: Backend, staging: Path) -> dict:
+    """Write the kernel of ``compiled`` (a CompiledCluster) into ``staging`` as a wrapped model stores it:
+    ``k_<hash>.so``, its source ``k_<hash>.c`` (the backend's ``source_suffix``) and ``k_<hash>.hlo.txt``;
+    returns its ``_kernel_files`` entry with ``source_sha256``. Files already there are written again."""
+    f = _kernel_files(compiled, backend)
+    so = staging / f"{f['id']}.so"
+    tmp = staging / f".{f['id']}.so.tmp"  # atomic: a reader of the staged .so never sees half of it
+    shutil.copyfile(f["so_path"], tmp)
+    tmp.replace(so)
+    (staging / f["source_name"]).write_text(f["source"])
+    (staging / f"{f['id']}.hlo.txt").write_text(f["hlo"])
+    f["source_sha256"] = sha256_file(staging / f["source_name"])
+    if sha256_file(so) != f["so_sha256"]:
+        raise RuntimeError(f"kernel {f['so_path']} changed while staging it")
+    return f
+
+
+def kernel_assets(files: dict[str, dict], staging: Path, pool: dict[str, tf.saved_model.Asset] | None = None
+                  ) -> tuple[dict[str, tf.saved_model.Asset], list]:
+    """The Assets of staged kernels: ``{kernel id: Asset of its .so}`` and the Assets of their sources and HLO.
+    ``pool`` (file name -> Asset) lends the Asset of a file already there and keeps those made here."""
+    pool = {} if pool is None else pool
+
+    def asset(name: str) -> tf.saved_model.Asset:
+        if name not in pool:
+            pool[name] = tf.saved_model.Asset(str(staging / name))
+        return pool[name]
+
+    kernels = {f["id"]: asset(f"{f['id']}.so") for f in files.values()}
+    sources = [asset(name) for f in files.values() for name in (f["source_name"], f"{f['id']}.hlo.txt")]
+    return kernels, sources
 
 
 def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None = None, tag_set: str = "serve",
@@ -222,7 +275,7 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
     if not names:
         raise ValueError(f"{src} has no signatures to wrap")
     flags = dataclasses.replace(Flags.from_env(), backend=backend)
-    compiled: list[_Signature] = []
+    compiled: list[CompiledSignature] = []
     with tqdm(names, desc="tfxla wrap", unit="signature", disable=not progress) as bar:
         for name in bar:
             signature = cf = loaded.signatures[name]
@@ -241,21 +294,13 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
                 for k in kernels:
                     if k.kernel_hash in files:
                         continue
-                    f = _kernel_files(k, kernel_backend)
-                    shutil.copyfile(f["so_path"], staging / f"{f['id']}.so")
-                    (staging / f["source_name"]).write_text(f["source"])
-                    (staging / f"{f['id']}.hlo.txt").write_text(f["hlo"])
-                    f["source_sha256"] = sha256_file(staging / f["source_name"])
-                    if sha256_file(staging / f"{f['id']}.so") != f["so_sha256"]:
-                        raise RuntimeError(f"kernel {f['so_path']} changed while wrapping")
-                    files[k.kernel_hash] = f
+                    files[k.kernel_hash] = stage_kernel(k, kernel_backend, staging)
         manifest = _manifest(src, compiled, files, features, freeze, jit_compile, kernel_backend)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
         module = tf.Module()
-        assets = {f["id"]: tf.saved_model.Asset(str(staging / f"{f['id']}.so")) for f in files.values()}
+        assets, sources = kernel_assets(files, staging)
         module.tfxla_kernels = list(assets.values())
-        module.tfxla_sources = [tf.saved_model.Asset(str(staging / name)) for f in files.values()
-                                for name in (f["source_name"], f"{f['id']}.hlo.txt")]
+        module.tfxla_sources = sources
         module.tfxla_manifest = tf.saved_model.Asset(str(staging / MANIFEST))
         variables = {}
         for sig in compiled:
@@ -264,10 +309,8 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
         module.tfxla_variables = list(variables.values())
         functions = {}
         for sig in compiled:
-            gd = tf.compat.v1.GraphDef()
-            gd.CopyFrom(sig.compiled.rewritten.graph_def)
-            _launch_attrs(gd, sig, files, features, strip_graphs=freeze, backend=kernel_backend)
-            functions[sig.name] = _serving_function(sig, gd, assets)
+            gd = launch_graph(sig, files, features, kernel_backend, strip_graphs=freeze)
+            functions[sig.name] = _serving_function(sig, asset_importer(sig, gd, assets))
         module.tfxla_signatures = functions
         tf.saved_model.save(module, str(dst), signatures=functions)
     reports = [_report(sig) for sig in compiled]
@@ -276,14 +319,14 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
     return report
 
 
-def _report(sig: _Signature) -> SignatureReport:
+def _report(sig: CompiledSignature) -> SignatureReport:
     data = summary_json(sig.compiled.analysis)
     kernels = [k for ks in sig.kernels.values() for k in ks]
     return SignatureReport(sig.name, len(sig.kernels), len(kernels), data["nodes_clustered"], data["nodes_total"],
                            sig.tiles, sum(k.compile_seconds for k in kernels), sig.notes)
 
 
-def _manifest(src: Path, compiled: list[_Signature], files: dict, features, freeze: bool, jit_compile,
+def _manifest(src: Path, compiled: list[CompiledSignature], files: dict, features, freeze: bool, jit_compile,
               backend: Backend) -> dict:
     """The manifest; each kernel's source is under the key of its suffix (``c``, ``cu``) and ``<key>_sha256``,
     the command that rebuilds it under ``rebuild_argv``."""

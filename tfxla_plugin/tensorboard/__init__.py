@@ -151,7 +151,7 @@ def write(f, *args, logdir: str | os.PathLike, name: str | None = None, overwrit
     if not isinstance(f, CompiledFunction):
         raise TypeError(f"tfxla_plugin.tensorboard.write: expected a tfxla_plugin.function, got "
                         f"{type(f).__name__}; wrap it with tfxla_plugin.function(fn, jit_compile=...)")
-    if f._jit_compile is False:
+    if f.jit_compile is False:
         raise ValueError("tfxla_plugin.tensorboard.write: this function has jit_compile=False, so nothing is "
                          "compiled; use jit_compile=True or \"auto\"")
     _check_logdir(logdir)
