@@ -14,7 +14,12 @@ A backend says:
 * ``check()``: raises a clear error before anything is traced or compiled when the toolchain is missing
   (the CUDA backend needs nvcc; running needs a GPU, which the kernel's ``tfxla_init`` reports);
 * ``pipeline(**options)``: its own HLO pass pipeline (``backends/<name>/pipeline.py``) bound to options;
-* ``compile(module, options) -> Executable``: the kernel, built into the kernel cache;
+* ``prepare(module, **options)``: its kernel-shape passes alone (the last passes of its pipeline, which
+  annotate how it emits a kernel, ``hlo/annotations.py``): what a module that skipped the pipeline
+  (``--optimize=false``) still goes through, since the code generator decides no kernel shape itself;
+* ``compile(module, options) -> Executable``: the kernel, built into the kernel cache. It runs ``prepare``
+  first unless ``CompileOptions(prepared=True)`` says the module went through the pipeline (or
+  ``prepare``) already, so a module compiled as it is (an XLA dump) gets the kernels the API would give it;
 * ``rebuild_command(source)``: how a stored kernel source is compiled again where it is loaded, and what
   it links against: an argv whose elements ``SOURCE`` and ``OUTPUT`` stand for the source and the shared
   object. A wrapped SavedModel records it; the launch op runs it itself (no shell, no interpreter) when
@@ -50,6 +55,7 @@ _loaded: dict[str, "Backend"] = {}
 @dataclass(frozen=True)
 class CompileOptions:
     cache_dir: str | None = None  # the kernel cache (None: ``backends.kernel_cache.default_cache_dir``)
+    prepared: bool = False  # the module went through ``pipeline`` or ``prepare``: compile runs no pass
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,10 @@ class HloPipeline:
         """The optimized module and the pass objects that ran (the fusion pass keeps its decisions)."""
         return self.module.optimize_with_passes(module, self.options)
 
+    def prepare(self, module: "HloModule") -> "HloModule":
+        """The backend's kernel-shape passes alone (``backends/<name>/pipeline.py``'s ``prepare``)."""
+        return self.module.prepare(module, self.options)
+
 
 @runtime_checkable
 class Backend(Protocol):
@@ -87,6 +97,8 @@ class Backend(Protocol):
     def check(self) -> None: ...
 
     def pipeline(self, **options) -> HloPipeline: ...
+
+    def prepare(self, module: "HloModule", **options) -> "HloModule": ...
 
     def compile(self, module: "HloModule", options: CompileOptions | None = None) -> Executable: ...
 
@@ -109,6 +121,9 @@ class BackendBase:
     def pipeline(self, **options) -> HloPipeline:
         module = importlib.import_module(self.pipeline_module)
         return HloPipeline(self.name, module.OptimizeOptions(**options), module)
+
+    def prepare(self, module: "HloModule", **options) -> "HloModule":
+        return self.pipeline(**options).prepare(module)
 
     def target_features(self) -> tuple[str, ...]:
         return ()

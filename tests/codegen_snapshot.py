@@ -14,7 +14,8 @@ small size) and for fuzz graphs (``tests/fuzz``), read back from ``--dump_to`` d
 ``write`` runs each backend as the API does (its own HLO pipeline, then its code generator) and writes
 ``OUT/<module>.<backend>.<ext>``: ``cpu.c`` (the C kernel), ``cuda.cu`` (the device kernels) and
 ``launcher.cu`` (the CUDA host launcher the launch op loads); for XLA's optimized modules also the
-sources generated with no pipeline (``raw``). A module a backend refuses gets a ``.err`` file with the
+sources of the module compiled as it is (``raw``: ``cpu.compile(module)``, ``cuda.compile_launcher(module)``,
+which run only the backend's kernel-shape passes, ``Backend.prepare``). A module a backend refuses gets a ``.err`` file with the
 exception's class and message, so a refusal that changes shows up too.
 """
 
@@ -145,8 +146,11 @@ def _backends() -> dict[str, Callable]:
     from backends.cuda.codegen import generate as cuda_generate
     from backends.cuda.host_launcher import launcher_source
 
-    def optimize(name: str, module, raw):  # the backend's own pipeline, as cluster_compiler runs it
-        return module if raw else backends.get(name).pipeline().run(module)[0]
+    def optimize(name: str, module, raw):
+        """The backend's own pipeline, as cluster_compiler runs it; raw: only its kernel-shape passes, as
+        ``compile`` runs them on a module given as it is (the generators decide no kernel shape)."""
+        backend = backends.get(name)
+        return backend.prepare(module) if raw else backend.pipeline().run(module)[0]
 
     def cpu_c(module, raw):
         return cpu_generate(optimize("cpu", module, raw)).source

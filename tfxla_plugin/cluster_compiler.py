@@ -4,7 +4,9 @@
 (source, buffer assignment, ``.so`` path and hash) and the fusion pass's decisions (the refused ones
 say why two instructions were not fused; ``tfxla_plugin.explain`` shows them). The kernel is built by
 the backend ``flags.backend`` names (``backends.get``: C for ``cpu``, a CUDA host launcher for ``cuda``),
-after that backend's own HLO pipeline (``Backend.pipeline``). It logs one INFO line per compiled cluster on the ``tfxla_plugin`` logger.
+after that backend's own HLO pipeline (``Backend.pipeline``; with ``--optimize=false`` its kernel-shape
+passes alone, ``Backend.prepare``), and compiled with ``CompileOptions(prepared=True)``: the passes run
+once. It logs one INFO line per compiled cluster on the ``tfxla_plugin`` logger.
 
 With ``TFXLA_FLAGS=--dump_to=DIR`` it writes XLA-style dumps, per compiled module
 (``NNNN`` counts modules compiled in this process, ``<name>`` is the cluster name):
@@ -144,13 +146,14 @@ def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list
     if dumper is not None:
         dumper.write("before_optimizations.txt", module.to_text())
     fusion = None
+    dump = dumper.after_pass if dumper is not None else None
     if flags.optimize:
-        optimized, fusion = optimize_with_decisions(module, backend, dumper.after_pass if dumper is not None else None)
-    else:
-        optimized = module
+        optimized, fusion = optimize_with_decisions(module, backend, dump)
+    else:  # the backend's kernel-shape passes choose its kernels: not an optimization to skip
+        optimized = backend.prepare(module, dump=dump)
     decisions = tuple(fusion.decisions) if fusion is not None else ()
     fusions = tuple(fusion.fusions) if fusion is not None else ()
-    kernel = backend.compile(optimized, CompileOptions(cache_dir=flags.cache_dir))
+    kernel = backend.compile(optimized, CompileOptions(cache_dir=flags.cache_dir, prepared=True))
     if dumper is not None:
         dumper.write("after_optimizations.txt", optimized.to_text())
         dumper.write(backend.source_suffix[1:], kernel.source)

@@ -30,7 +30,10 @@ class Flags:
     clustering_fuel: int = -1  # -1: unlimited; N: stop after N merges (bisecting)
     cache_dir: str | None = None  # kernel cache (default ~/.cache/tfxla_plugin/kernels)
     backend: str = backends.DEFAULT  # a name in backends.names()
-    optimize: bool = True  # run the HLO optimization pipeline
+    # false: skip the target-independent passes (simplify, fusion, layouts). The backend's kernel-shape passes
+    # (``Backend.prepare``: oneDNN epilogues, column reductions, CUDA row programs) still run: they choose
+    # its kernels, they are not optional optimizations.
+    optimize: bool = True
 
     @staticmethod
     def known() -> list[str]:

@@ -1,6 +1,6 @@
 """The CPU backend: HLO module -> C source -> cached shared object -> callable ``Executable``.
 
-    exe = backends.cpu.compile(module)
+    exe = backends.cpu.compile(module)   # the CPU's kernel-shape passes, then C, then gcc
     outputs = exe(*numpy_arrays)      # list of arrays, the ROOT tuple flattened
     print(exe.source)                 # the generated C
 """
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from backends.codegen.errors import CodegenUnsupported
 from backends.cpu.codegen import CodegenOptions, GeneratedKernel, generate
+from backends.cpu.pipeline import prepare
 from backends.cpu.runtime import Kernel, KernelError, KernelInvalidArgument
 from backends.toolchain import CompileError, CompilerOptions, compile_shared_object
 from hlo.ir import HloModule
@@ -23,6 +24,7 @@ class CompileOptions:
     codegen: CodegenOptions | None = None
     compiler: CompilerOptions | None = None
     cache_dir: str | None = None
+    prepared: bool = False  # the module went through the CPU pipeline (or ``prepare``): compile it as given
 
 
 class Executable:
@@ -63,8 +65,13 @@ def compiler_options_for(generated: GeneratedKernel, compiler: CompilerOptions |
 
 
 def compile(module: HloModule, options: CompileOptions | None = None) -> Executable:  # noqa: A001
+    """Verify ``module``, run the CPU's kernel-shape passes on it (``pipeline.prepare``: which reduces are
+    column reductions, what oneDNN computes of each output fusion) unless ``options.prepared``, generate C
+    and compile it (the kernel cache). The ``Executable`` keeps the module it compiled."""
     options = options or CompileOptions()
     verify(module)
+    if not options.prepared:
+        module = prepare(module)
     generated = generate(module, options.codegen)
     compiler = compiler_options_for(generated, options.compiler)
     compiled = compile_shared_object(generated.source, compiler, options.cache_dir, name=module.name)

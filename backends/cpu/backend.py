@@ -44,7 +44,7 @@ class CpuBackend(BackendBase):
         import backends.cpu as cpu
 
         options = options or CompileOptions()
-        exe = cpu.compile(module, cpu.CompileOptions(cache_dir=options.cache_dir))
+        exe = cpu.compile(module, cpu.CompileOptions(cache_dir=options.cache_dir, prepared=options.prepared))
         return Executable(self.name, Path(exe.path), exe.source, exe.cache_hit, exe.generated.signature,
                           exe.generated.buffer_assignment, exe)
 

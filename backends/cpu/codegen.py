@@ -178,8 +178,8 @@ class ModuleCodegen:
 def generate(module: HloModule, options: CodegenOptions | None = None) -> GeneratedKernel:
     """C source for ``module`` (raises ``CodegenUnsupported`` naming what cannot be emitted).
 
-    The kernel shapes are read from the annotations of the backend's own pipeline passes
-    (``hlo/annotations.py``); a module that skipped the pipeline gets them here."""
-    from backends.cpu.pipeline import prepare  # the backend's own passes: a no-op on the pipeline's output
-
-    return ModuleCodegen(prepare(module), options).generate()
+    Emits exactly what the kernel-shape annotations of the backend's own passes say (``hlo/annotations.py``,
+    ``backends/cpu/pipeline.py``) and decides none itself: an output fusion without ``post_ops=`` gets its
+    dot or convolution alone from oneDNN and the rest elementally, a reduce without ``column_reduce=`` the
+    generic loop. ``backends.cpu.compile`` runs the passes first (``pipeline.prepare``)."""
+    return ModuleCodegen(module, options).generate()

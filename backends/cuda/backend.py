@@ -25,7 +25,7 @@ class CudaBackend(BackendBase):
         from backends.cuda.host_launcher import LauncherOptions, compile_launcher
 
         options = options or CompileOptions()
-        compiled = compile_launcher(module, LauncherOptions(cache_dir=options.cache_dir))
+        compiled = compile_launcher(module, LauncherOptions(cache_dir=options.cache_dir, prepared=options.prepared))
         generated = compiled.generated
         assert generated is not None  # compile_launcher keeps what it generated
         assignment = (f"device scratch arena: {generated.program.scratch_bytes} bytes (offsets below are into it)\n"

@@ -363,8 +363,8 @@ def _resolve(steps, bases: list[int]) -> list[Step]:
 def generate(module: HloModule, options: CodegenOptions | None = None) -> GeneratedModule:
     """CUDA source and host program for ``module`` (raises ``CodegenUnsupported`` naming what cannot be emitted).
 
-    The kernel shapes are read from the annotations of the backend's own pipeline passes
-    (``hlo/annotations.py``); a module that skipped the pipeline gets them here."""
-    from backends.cuda.pipeline import prepare  # the backend's own passes: a no-op on the pipeline's output
-
-    return ModuleEmitter(prepare(module), options).generate()
+    Emits exactly what the kernel-shape annotations of the backend's own passes say (``hlo/annotations.py``,
+    ``backends/cuda/pipeline.py``) and decides none itself: a run of row-wise fusions without
+    ``row_program=`` is emitted kernel by kernel. ``compile`` and ``compile_launcher`` run the passes first
+    (``pipeline.prepare``)."""
+    return ModuleEmitter(module, options).generate()

@@ -36,6 +36,7 @@ from backends.codegen.abi import ABI_VERSION, emit_exports, emit_run_checks
 from backends.codegen.buffer import IndentedBuffer, c_comment
 from backends.cuda.codegen import CodegenOptions, GeneratedModule, generate
 from backends.cuda.compiler import NvccOptions, cache_key, require_nvcc
+from backends.cuda.pipeline import prepare
 from backends.cuda.program import BufRef, Copy, Launch, Step, Switch, WhileLoop
 from backends.kernel_cache import build_cached
 from hlo.dtypes import PrimitiveType
@@ -410,6 +411,7 @@ class LauncherOptions:
     codegen: CodegenOptions | None = None
     nvcc: NvccOptions | None = None
     cache_dir: str | None = None
+    prepared: bool = False  # the module went through the CUDA pipeline (or ``prepare``): compile it as given
 
 
 @dataclass(frozen=True)
@@ -443,10 +445,13 @@ def build_launcher(source: str, nvcc: NvccOptions | None = None, cache_dir: str 
 
 
 def compile_launcher(module: HloModule, options: LauncherOptions | None = None) -> CompiledLauncher:
-    """Verify and generate ``module``, and compile its host launcher (nvcc; no GPU needed)."""
+    """Verify ``module``, run the CUDA backend's kernel-shape passes on it unless ``options.prepared`` (as
+    ``runtime.compile``), generate it and compile its host launcher (nvcc; no GPU needed)."""
     options = options or LauncherOptions()
     require_nvcc((options.nvcc or NvccOptions()).nvcc)
     verify(module)
+    if not options.prepared:
+        module = prepare(module)
     generated = generate(module, options.codegen)
     launcher = launcher_source(generated)
     built = build_launcher(launcher.text, options.nvcc, options.cache_dir, name=module.name)

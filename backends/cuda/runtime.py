@@ -25,6 +25,7 @@ import numpy as np
 from backends.codegen.abi import physical_order
 from backends.cuda.codegen import CodegenOptions, GeneratedModule, generate
 from backends.cuda.compiler import CompiledFatbin, NvccOptions, compile_fatbin
+from backends.cuda.pipeline import prepare
 from backends.cuda.program import BufRef, Copy, Launch, Switch, WhileLoop
 from hlo.dtypes import PrimitiveType
 from hlo.ir import HloModule
@@ -126,6 +127,7 @@ class CompileOptions:
     codegen: CodegenOptions | None = None
     nvcc: NvccOptions | None = None
     cache_dir: str | None = None
+    prepared: bool = False  # the module went through the CUDA pipeline (or ``prepare``): compile it as given
 
 
 class Executable:
@@ -269,9 +271,12 @@ def _nbytes(dtype: PrimitiveType, dims) -> int:
 
 
 def compile(module: HloModule, options: CompileOptions | None = None, device_factory=PyCudaDevice) -> Executable:  # noqa: A001
-    """Verify, generate and compile ``module`` (nvcc; no GPU needed until the first call)."""
+    """Verify ``module``, run the CUDA backend's kernel-shape passes on it (``pipeline.prepare``: the row
+    programs) unless ``options.prepared``, generate and compile it (nvcc; no GPU needed until the first call)."""
     options = options or CompileOptions()
     verify(module)
+    if not options.prepared:
+        module = prepare(module)
     generated = generate(module, options.codegen)
     compiled = compile_fatbin(generated.source, options.nvcc, options.cache_dir, name=module.name)
     return Executable(module, generated, compiled, device_factory)
