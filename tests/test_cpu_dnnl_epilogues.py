@@ -104,18 +104,24 @@ def test_clip_bounds_survive_the_text() -> None:
 
 
 @pytest.mark.skipif(dnnl.find_install() is None, reason="oneDNN is not installed")
-def test_the_code_generator_builds_the_annotated_primitive(monkeypatch, cache) -> None:  # noqa: F811
-    """Without the annotation (the pass out of the way) the primitive computes the dot alone and the loop
-    the rest; with it, the bias is the primitive's and the relu the guarded fast primitive's."""
+def test_the_code_generator_builds_the_annotated_primitive(cache) -> None:  # noqa: F811
+    """Without the annotation the primitive computes the dot alone and the loop the rest; with it, the bias
+    is the primitive's and the relu the guarded fast primitive's."""
     m = pipeline.optimize(hlo.parse_module(mlp(RELU_MAX)))
     bare = m.with_computation(m.entry.replace(instructions=tuple(
         i.replace(attrs=i.attrs.remove(POST_OPS)) for i in m.entry.instructions)))
-    with monkeypatch.context() as patch:
-        patch.setattr(pipeline, "prepare", lambda module, options=None: module)
-        plain = generate(bare).source
-        annotated = generate(m).source
+    plain = generate(bare).source
+    annotated = generate(m).source
     assert "dnnl_primitive_execute(" in plain and "dnnl_post_ops_append" not in plain
     assert annotated.count("dnnl_post_ops_append_eltwise(po, dnnl_eltwise_relu") == 1
     exe = compile_text(m.to_text(), cache)
     assert exe.source == annotated
     check_numbers(exe)
+
+
+def test_exact_nan_false_chooses_the_masking_chain_outright() -> None:
+    """``bench/nan_guard_bench.py``'s baseline: the relu as a post-op, no cut, no guarded fast chain."""
+    m = pipeline.optimize(hlo.parse_module(mlp(RELU_MAX)))
+    masking = DnnlEpilogues(exact_nan=False).run(m)
+    assert fusion(masking).attr(POST_OPS) == PostOpChain("r", (BIAS, PostOp("relu")), None)
+    assert DnnlEpilogues().run(masking) == m

@@ -7,7 +7,9 @@ its post-op chain, and the fusion is annotated
 computing ``cut`` and an elemental loop for the rest. When the cut is not the
 root and the NaN-masking chain (``exact_nan=False``) covers the whole fusion
 with other post-ops, it is kept as ``fast={...}``: the primitive the backend
-runs when ``dnnl_guard`` proves a call's accumulator finite.
+runs when ``dnnl_guard`` proves a call's accumulator finite. ``DnnlEpilogues(exact_nan=False)``
+chooses the NaN-masking chain outright (no guard; wrong where a NaN arises: what
+``bench/nan_guard_bench.py`` measures against).
 
 The annotation says what oneDNN may compute exactly; whether it does (oneDNN
 installed, element types, strides) is the code generator's choice, which
@@ -18,6 +20,7 @@ annotation changes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from backends.cpu.dnnl_epilogue import match_epilogue
 from hlo.annotations import POST_OPS, PostOpChain
@@ -36,11 +39,11 @@ def hero_of(fused: HloComputation) -> HloInstruction | None:
     return heroes[0] if len(heroes) == 1 else None
 
 
-def chain_of(fused: HloComputation) -> PostOpChain | None:
+def chain_of(fused: HloComputation, exact_nan: bool = True) -> PostOpChain | None:
     hero = hero_of(fused)
     if hero is None or not isinstance(fused.root.shape, Shape):
         return None
-    safe = match_epilogue(fused, hero.name)
+    safe = match_epilogue(fused, hero.name, exact_nan=exact_nan)
     fast = None
     if safe.cut != fused.root_name:
         masking = match_epilogue(fused, hero.name, exact_nan=False)
@@ -49,11 +52,11 @@ def chain_of(fused: HloComputation) -> PostOpChain | None:
     return PostOpChain(safe.cut, safe.ops, fast)
 
 
-def _decide(module: HloModule, comp: HloComputation) -> dict[str, object]:
+def _decide(module: HloModule, comp: HloComputation, exact_nan: bool = True) -> dict[str, object]:
     out: dict[str, object] = {}
     for inst in comp.instructions:
         if inst.opcode is Opcode.FUSION and inst.attr("kind") is FusionKind.OUTPUT:
-            chain = chain_of(module.computation(inst.attr("calls").name))
+            chain = chain_of(module.computation(inst.attr("calls").name), exact_nan)
             if chain is not None:
                 out[inst.name] = chain
     return out
@@ -64,6 +67,7 @@ class DnnlEpilogues:
     """Annotates every output fusion with its oneDNN post-op chain (``post_ops=``)."""
 
     name: str = "dnnl-epilogues"
+    exact_nan: bool = True  # False: the NaN-masking chain, unguarded (a benchmark's baseline only)
 
     def run(self, module: HloModule) -> HloModule:
-        return annotate(module, POST_OPS, _decide)
+        return annotate(module, POST_OPS, partial(_decide, exact_nan=self.exact_nan))
