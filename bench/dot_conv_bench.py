@@ -115,15 +115,15 @@ def run(repeats: int, name_filter: str | None, naive: bool) -> None:
         module = optimize(lower_concrete_function(cf, name="bench"))
         packed = optimize(with_constant_parameters(lower_concrete_function(cf, name="bench_packed"),
                                                    {i: a for i, a in enumerate(args) if i}))
-        exe = cpu.compile(module, cpu.CompileOptions(cache_dir=cache))
-        exe_packed = cpu.compile(packed, cpu.CompileOptions(cache_dir=cache))
+        exe = cpu.compile(module, cpu.CompileOptions(cache_dir=cache, prepared=True))
+        exe_packed = cpu.compile(packed, cpu.CompileOptions(cache_dir=cache, prepared=True))
         for e, a in ((exe, args), (exe_packed, args[:1])):
             np.testing.assert_allclose(e(*a)[0], want, rtol=1e-4, atol=1e-4, err_msg=case.name)
         ours = median_ms(lambda: exe(*args), repeats)
         row = {"graph": median_ms(lambda: graph(*tf_args), repeats), "xla": median_ms(lambda: xla(*tf_args), repeats),
                "ours": ours, "packed": median_ms(lambda: exe_packed(args[0]), repeats), "naive": float("nan")}
         if naive:
-            exe_naive = cpu.compile(module, cpu.CompileOptions(cache_dir=cache,
+            exe_naive = cpu.compile(module, cpu.CompileOptions(cache_dir=cache, prepared=True,
                                                                 codegen=cpu.CodegenOptions(dnnl=False)))
             np.testing.assert_allclose(exe_naive(*args)[0], want, rtol=1e-4, atol=1e-4, err_msg=case.name)
             row["naive"] = median_ms(lambda: exe_naive(*args), max(3, repeats // 10), min_time=0.0)

@@ -88,14 +88,14 @@ def test_cluster_compiler_runs_the_pipeline_of_the_backend_it_compiles_for(monke
         return real_pipeline(**options)
 
     def compile_(optimized, options=None):
-        seen.append(("compile", options.cache_dir))
+        seen.append(("compile", options.cache_dir, options.prepared))
         return real_compile(optimized, options)
 
     monkeypatch.setattr(cpu, "pipeline", pipeline)
     monkeypatch.setattr(cpu, "compile", compile_)
     monkeypatch.setattr(cluster_compiler, "lower_graph", lambda *a, **k: module)
     compiled = cluster_compiler.compile_cluster("c", None, [], [], Flags(cache_dir=str(tmp_path)))
-    assert seen == ["pipeline", ("compile", str(tmp_path))] and compiled.backend == "cpu"
+    assert seen == ["pipeline", ("compile", str(tmp_path), True)] and compiled.backend == "cpu"
 
 
 def test_nothing_outside_the_registry_names_a_backend() -> None:

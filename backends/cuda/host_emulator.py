@@ -248,18 +248,21 @@ class HostDevice:
 
 def host_executables(modules, cache_dir: str | None = None) -> list:
     """``Executable``s for ``modules`` whose kernels run on the host (no GPU, no PyCUDA, no nvcc), all
-    compiled in one host compiler run. Each module is verified and generated here."""
+    compiled in one host compiler run. Each module is verified, goes through the CUDA backend's
+    kernel-shape passes (as ``runtime.compile`` runs them) and is generated here."""
     from backends.cuda.codegen import generate
+    from backends.cuda.pipeline import prepare
     from backends.cuda.runtime import Executable
     from hlo.verifier import verify
 
-    generated = []
+    prepared = []
     for m in modules:
         verify(m)
-        generated.append(generate(m))
+        prepared.append(prepare(m))
+    generated = [generate(m) for m in prepared]
     library = HostLibrary(generated, cache_dir)
     return [Executable(m, g, _NoFatbin(), device_factory=lambda j=j: library.device(j))
-            for j, (m, g) in enumerate(zip(modules, generated))]
+            for j, (m, g) in enumerate(zip(prepared, generated))]
 
 
 def host_executable(module, cache_dir: str | None = None):
