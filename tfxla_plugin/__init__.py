@@ -1,19 +1,21 @@
 """tfxla_plugin: the public API of tfxla-plugin (an XLA-style JIT compiler for TensorFlow).
 
 Importing this package registers the ``TfxlaLaunch`` op with TensorFlow whenever TensorFlow is
-installed (so SavedModels containing the op load after ``import tfxla_plugin``); this imports
-TensorFlow, and the first import for a TF version may build the op library (a few seconds, once,
-cached). Without TensorFlow the import stays cheap and the HLO layer works on its own.
+installed (so SavedModels containing the op load after ``import tfxla_plugin``): at once when
+TensorFlow is imported already, else right after ``import tensorflow`` finishes (a one-shot import
+hook, ``_AfterTensorFlowImport``), so importing the package never imports TensorFlow itself and the
+``tfxla`` command line answers ``--help`` without it. The first registration for a TF version may
+build the op library (a few seconds, once, cached). Without TensorFlow the HLO layer works on its own.
 """
+
+import importlib.abc
+import importlib.util
+import sys
 
 from tfxla_plugin._version import __version__
 
 
 def _register_launch_op() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("tensorflow") is None:
-        return
     import warnings
 
     from tfxla_plugin import _op
@@ -25,7 +27,30 @@ def _register_launch_op() -> None:
         warnings.warn(f"tfxla_plugin: the TfxlaLaunch op is not available: {e}", RuntimeWarning, stacklevel=3)
 
 
-_register_launch_op()
+class _AfterTensorFlowImport(importlib.abc.MetaPathFinder):
+    """Finds ``tensorflow`` through the other finders and registers the op once its module has run."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "tensorflow":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)  # one shot; the lookup below then uses the other finders
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            run_module = spec.loader.exec_module
+
+            def exec_module(module) -> None:
+                run_module(module)
+                _register_launch_op()
+
+            spec.loader.exec_module = exec_module  # this spec's own loader instance
+        return spec
+
+
+if "tensorflow" in sys.modules:
+    _register_launch_op()
+elif importlib.util.find_spec("tensorflow") is not None:
+    sys.meta_path.insert(0, _AfterTensorFlowImport())
 
 _LAZY = {
     "function": ("tfxla_plugin.api", "function"),
