@@ -13,6 +13,10 @@ such a key file: anyone who can write the cache can make every process that uses
 A hit is checked against its record on every use: an artifact that does not match is refused
 (``UnsafeCacheError`` naming it), one without a record (an entry from before records) is rebuilt.
 Loaders check the bytes they load against the record again (``backends.shared_object``).
+
+Size: a hit touches its record's mtime under a shared lock of its key, so the record's mtime is the
+entry's last use; ``backends.cache_usage`` lists entries, evicts the least recently used ones beyond a
+size limit (``TFXLA_FLAGS=--cache_max_bytes``) and clears a cache, each entry under its key's lock.
 """
 
 from __future__ import annotations
@@ -105,16 +109,19 @@ def build_cached(source: str, key: str, command: Callable[[str, str], list[str]]
         return None if sha is None else CachedBuild(out_path, src_path, key, True,
                                                     tuple(command(str(src_path), str(out_path))), sha256=sha)
 
-    if out_path.exists():
-        try:
-            if (found := hit()) is not None:
-                return found
-        except UnsafeCacheError:
-            pass  # checked again under the lock: a build may be replacing a record-less entry right now
     lock = os.open(directory / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
+        fcntl.flock(lock, fcntl.LOCK_SH)  # a hit is checked and marked used while eviction cannot remove it
+        if out_path.exists():
+            try:
+                if (found := hit()) is not None:
+                    os.utime(record_path(out_path))  # "last used", for least-recently-used eviction
+                    return found
+            except UnsafeCacheError:
+                pass  # checked again under the exclusive lock: a build may be replacing a record-less entry
         fcntl.flock(lock, fcntl.LOCK_EX)
         if out_path.exists() and (found := hit()) is not None:  # another process built it while we waited
+            os.utime(record_path(out_path))
             return found
         atomic_write(src_path, source.encode())
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=output_suffix, dir=directory)

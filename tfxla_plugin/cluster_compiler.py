@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable
 
 import backends
-from backends import Backend, CompileOptions, Executable
+from backends import Backend, CompileOptions, Executable, cache_usage
 from hlo.ir import HloModule
 from hlo.lowering import InputSpec, InvalidArgumentLoweringError, lower_graph
 from hlo.passes.fusion import FusionDecision, FusionPass, FusionRecord
@@ -154,6 +154,8 @@ def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list
     decisions = tuple(fusion.decisions) if fusion is not None else ()
     fusions = tuple(fusion.fusions) if fusion is not None else ()
     kernel = backend.compile(optimized, CompileOptions(cache_dir=flags.cache_dir, prepared=True))
+    if not kernel.cache_hit:  # the cache grew: keep it under its limit (never evicting this kernel)
+        cache_usage.evict(flags.cache_dir, flags.cache_max_bytes, keep={Path(kernel.path).name[:64]})
     if dumper is not None:
         dumper.write("after_optimizations.txt", optimized.to_text())
         dumper.write(backend.source_suffix[1:], kernel.source)

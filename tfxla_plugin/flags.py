@@ -29,6 +29,7 @@ class Flags:
     max_cluster_size: int = 0  # 0: unlimited
     clustering_fuel: int = -1  # -1: unlimited; N: stop after N merges (bisecting)
     cache_dir: str | None = None  # kernel cache (default ~/.cache/tfxla_plugin/kernels)
+    cache_max_bytes: int = 2 << 30  # kernel cache size limit (LRU eviction after a build); 0: unlimited
     backend: str = backends.DEFAULT  # a name in backends.names()
     # false: skip the target-independent passes (simplify, fusion, layouts). The backend's kernel-shape passes
     # (``Backend.prepare``: oneDNN epilogues, column reductions, CUDA row programs) still run: they choose

@@ -5,4 +5,4 @@
 its command function, so ``tfxla --help`` stays fast.
 """
 
-COMMANDS = ("hlo", "wrap", "tensorboard", "models", "run", "show", "serve")
+COMMANDS = ("hlo", "wrap", "tensorboard", "models", "run", "show", "serve", "cache")
