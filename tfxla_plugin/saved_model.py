@@ -252,6 +252,7 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
     it runs).
     ``jit_compile``: ``"auto"`` leaves unsupported ops in TensorFlow, ``True`` requires every node to compile.
     ``batch_tiles``: the batch sizes kernels are compiled for when a signature has a ``None`` batch dim.
+    ``progress``: a progress bar on stderr, shown only when stderr is a terminal.
     """
     from tqdm.auto import tqdm
 
@@ -276,7 +277,7 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
         raise ValueError(f"{src} has no signatures to wrap")
     flags = dataclasses.replace(Flags.from_env(), backend=backend)
     compiled: list[CompiledSignature] = []
-    with tqdm(names, desc="tfxla wrap", unit="signature", disable=not progress) as bar:
+    with tqdm(names, desc="tfxla wrap", unit="signature", disable=None if progress else True) as bar:  # None: TTY only
         for name in bar:
             signature = cf = loaded.signatures[name]
             if freeze:

@@ -57,5 +57,5 @@ def register(sub) -> None:
                    help="auto: unsupported ops stay in TensorFlow (default); true: every node must compile")
     p.add_argument("--batch_tiles", type=_tiles, default=(1, 8),
                    help="batch sizes to compile kernels for when the batch dim is None (default: 1,8)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (it is drawn only when stderr is a terminal anyway)")
     p.set_defaults(func=run)
