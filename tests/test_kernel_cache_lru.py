@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from backends import cache_usage
@@ -154,3 +155,24 @@ def test_cli_info_and_clear(tmp_path) -> None:
     refused = _cli("clear", "--cache_dir", str(tmp_path))
     assert refused.returncode == 1 and "is not a tfxla kernel cache: it holds " in refused.stderr
     assert "nothing removed" in refused.stderr and (tmp_path / "mine.txt").exists()
+
+
+def test_a_compile_through_the_api_trims_the_cache_to_the_flag(tmp_path, monkeypatch) -> None:
+    import tensorflow as tf
+
+    import tfxla_plugin
+
+    old = [_build(tmp_path, v) for v in (13, 14)]
+    for built in old:
+        _age(built, 3600)
+    monkeypatch.setenv("TFXLA_FLAGS", f"--cache_dir={tmp_path} --cache_max_bytes=1")
+
+    @tfxla_plugin.function(jit_compile=True)
+    def f(x):
+        return tf.tanh(x) * 3.0 + 1.0
+
+    x = tf.constant([[0.5, -2.0]])
+    np.testing.assert_allclose(f(x).numpy(), (tf.tanh(x) * 3.0 + 1.0).numpy(), rtol=1e-6)
+    left = cache_usage.usage(tmp_path).entries
+    assert not any(b.path.exists() for b in old)  # older than the idle time: evicted
+    assert len(left) == 1 and Path(left[0].files[0]).name.startswith(left[0].key)  # the new kernel stays
