@@ -42,7 +42,17 @@ def _tensorboard(ns: dict, tmp: Path) -> None:
     assert {"original", "rewritten", "hlo"} <= {p.name for p in (tmp / "tb" / "model").iterdir()}  # hlo: per cluster
 
 
-CHECKS: dict[str, Callable[[dict, Path], None]] = {"README.md": _readme, "docs/tensorboard.md": _tensorboard}
+def _saved_models(ns: dict, tmp: Path) -> None:
+    import tensorflow as tf
+
+    x = tf.ones((5, 3))
+    got = ns["loaded"].signatures["serving_default"](x=x)["y"].numpy()
+    np.testing.assert_allclose(got, np.tanh(x.numpy() @ ns["m"].w.numpy()), rtol=1e-6, atol=1e-6)
+    assert "TfxlaLaunch" in {op.type for op in ns["cf"].graph.get_operations()}
+
+
+CHECKS: dict[str, Callable[[dict, Path], None]] = {"README.md": _readme, "docs/tensorboard.md": _tensorboard,
+                                                   "docs/saved_models.md": _saved_models}
 
 
 def _blocks(doc: str) -> list[str]:
