@@ -61,19 +61,18 @@ def cache_root(cache_dir: str | os.PathLike | None) -> Path:
 
 
 def usage(cache_dir: str | os.PathLike | None = None) -> Usage:
-    """The entries of the cache at ``cache_dir`` (default: the default cache), oldest use first.
-    Raises ``NotACacheError`` for a directory holding anything a cache does not."""
+    """The entries of the cache at ``cache_dir`` (default: the default cache), oldest use first; anything
+    else in the directory is ignored (``clear`` refuses such a directory, eviction leaves it alone)."""
     root = cache_root(cache_dir)
-    if not root.exists():
+    if not root.is_dir():
         return Usage(root, ())
-    check_is_cache(root)
     found: dict[str, list[Path]] = {}
     for shard in root.iterdir():
-        if not _SHARD.fullmatch(shard.name):
+        if not (_SHARD.fullmatch(shard.name) and shard.is_dir()):
             continue
         for f in shard.iterdir():
             m = _KEYED.fullmatch(f.name)
-            if m is None or m.group(2) == ".lock":
+            if m is None or m.group(2) == ".lock" or not f.is_file():
                 continue  # a temporary file being written (".name.XXXX"), or a lock
             found.setdefault(m.group(1), []).append(f)
     entries = []
@@ -178,7 +177,10 @@ def evict(cache_dir: str | os.PathLike | None, max_bytes: int, keep: Collection[
 def clear(cache_dir: str | os.PathLike | None = None) -> tuple[list[Entry], list[Entry]]:
     """Removes every entry of the cache; returns (removed, skipped: held by another process right now).
     Raises ``NotACacheError`` for a directory that is not a tfxla kernel cache, before removing anything."""
-    current = usage(cache_dir)
+    root = cache_root(cache_dir)
+    if root.exists():
+        check_is_cache(root)
+    current = usage(root)
     if current.entries:
         check_private(current.root)
     removed, skipped = [], []

@@ -124,9 +124,13 @@ def test_clear_empties_a_cache_and_refuses_other_directories(tmp_path) -> None:
     home = tmp_path / "home"
     (home / "ab").mkdir(parents=True)
     (home / "notes.txt").write_text("mine")
+    built = _build(home, 15)  # a cache dir that holds other things too: eviction leaves them alone
+    _age(built, 3600)
     with pytest.raises(NotACacheError, match=r"home is not a tfxla kernel cache: it holds 'notes.txt'"):
         cache_usage.clear(home)
-    assert (home / "notes.txt").read_text() == "mine"
+    assert (home / "notes.txt").read_text() == "mine" and built.path.exists()
+    assert [e.key for e in cache_usage.evict(home, 1)] == [built.key]
+    assert (home / "notes.txt").read_text() == "mine" and (home / "ab").is_dir()
 
 
 def test_the_limit_is_a_flag() -> None:

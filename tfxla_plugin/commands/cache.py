@@ -31,11 +31,7 @@ def run_info(args: argparse.Namespace) -> int:
     from backends import cache_usage
 
     root, flags = _root(args)
-    try:
-        found = cache_usage.usage(root)
-    except cache_usage.NotACacheError as e:
-        print(f"tfxla cache info: {e}", file=sys.stderr)
-        return 1
+    found = cache_usage.usage(root)
     limit = flags.cache_max_bytes
     print(f"location: {root}{'' if root.exists() else ' (not created yet)'}")
     print(f"entries: {len(found.entries)}")
