@@ -35,7 +35,8 @@ def run_info(args: argparse.Namespace) -> int:
     limit = flags.cache_max_bytes
     print(f"location: {root}{'' if root.exists() else ' (not created yet)'}")
     print(f"entries: {len(found.entries)}")
-    print(f"total: {found.total_bytes} bytes ({_size(found.total_bytes)})")
+    total = found.total_bytes
+    print(f"total: {total} bytes" + (f" ({_size(total)})" if total >= 1024 else ""))
     print(f"limit: {f'{limit} bytes ({_size(limit)})' if limit > 0 else 'none'} (TFXLA_FLAGS=--cache_max_bytes)")
     return 0
 
