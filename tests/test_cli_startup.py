@@ -55,11 +55,13 @@ def test_subcommand_help_does_not_import_tensorflow(command):
 
 
 def test_import_then_tensorflow_registers_the_op():
-    """The package registers TfxlaLaunch when TensorFlow is imported after it (the deferred path)."""
+    """The package registers TfxlaLaunch and its gradient when TensorFlow is imported after it (the hook)."""
     code = ("import sys, tfxla_plugin; assert 'tensorflow' not in sys.modules\n"
             "import tensorflow as tf\n"
             "from tensorflow.python.framework import op_def_registry\n"
-            "print('registered:', op_def_registry.get('TfxlaLaunch') is not None)\n")
+            "from tensorflow.python.framework import ops\n"
+            "print('registered:', op_def_registry.get('TfxlaLaunch') is not None)\n"
+            "print('gradient:', ops.gradient_registry.lookup('TfxlaLaunch') is not None)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "registered: True" in proc.stdout
+    assert "registered: True" in proc.stdout and "gradient: True" in proc.stdout
