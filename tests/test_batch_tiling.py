@@ -135,7 +135,7 @@ def test_row_dependent_functions_are_refused_and_still_correct(name: str, caplog
     assert "compiling per input shape instead" in caplog.text
 
 
-def test_auto_leaves_a_row_dependent_cluster_in_tensorflow() -> None:
+def test_auto_leaves_a_row_dependent_cluster_in_tensorflow(caplog) -> None:
     spec = tf.TensorSpec([None, 4])
 
     def fn(x):
@@ -143,8 +143,13 @@ def test_auto_leaves_a_row_dependent_cluster_in_tensorflow() -> None:
         return tf.strings.as_string(y), tf.reduce_sum(tf.strings.to_number(tf.strings.as_string(y)), axis=0) * 3.0 - 1.0
 
     cf = tf.function(fn).get_concrete_function(spec)
-    result = compile_tiled(cf, must_compile=False, flags=Flags(min_cluster_size=1))
+    with caplog.at_level(logging.WARNING, logger="tfxla_plugin"):
+        result = compile_tiled(cf, must_compile=False, flags=Flags(min_cluster_size=1))
     assert result.tiled, "the row-independent cluster was not compiled"
+    (dropped, why), = result.notes.items()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith(f"{cf.name.decode()}: cluster {dropped} (") and \
+        warnings[0].endswith(f"nodes) stays in TensorFlow: {why}"), warnings
     assert any("reduces over the batch dimension" in why for why in result.notes.values())
     excluded = result.analysis.excluded
     assert any("not batch-polymorphic" in why for why in excluded.values())

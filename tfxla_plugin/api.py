@@ -8,6 +8,12 @@ traced once with ``tf.function``, clustered, compiled (the kernel cache persists
 processes) and rewritten; later calls with the same signature reuse it. ``jit_compile=True`` is
 must-compile (an error lists every node that cannot be compiled); ``"auto"`` clusters what it can
 and leaves the rest in TensorFlow; ``False`` is plain ``tf.function``.
+
+Shapes: an ``input_signature`` whose only unknown dims are leading (batch) dims compiles once for
+every batch size when every cluster tiles over the batch (``batch_tiling``); otherwise (a ``[None,
+None]`` signature, a loss reducing over the batch) each call's concrete shapes are compiled, as
+TF's XLA does. At most ``--max_specializations`` shapes are compiled per function; calls with a new
+shape past that run in plain TensorFlow, with one WARNING per function.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import functools
 import inspect
 import logging
 import weakref
+from collections import OrderedDict
 
 import numpy as np
 import tensorflow as tf
@@ -142,6 +149,38 @@ def _as_specs(structure):
         structure)
 
 
+def _unknown_inner_dims(input_signature) -> str:
+    """The input_signature's specs with an unknown dim other than the leading one (or an unknown rank), as
+    ``argument k 'name' has shape [None, None]`` text; empty when there is none."""
+    if input_signature is None:
+        return ""
+    found = []
+    for k, spec in enumerate(tf.nest.flatten(input_signature, expand_composites=True)):
+        if not isinstance(spec, tf.TensorSpec):
+            continue
+        name = f"argument {k}{f' {spec.name!r}' if spec.name else ''}"
+        if spec.shape.rank is None:
+            found.append(f"{name} has unknown rank")
+        elif any(d is None for d in spec.shape.as_list()[1:]):
+            found.append(f"{name} has shape {spec.shape.as_list()}")
+    return ", ".join(found)
+
+
+_DTYPE_NAMES = frozenset(d.name for d in tf.dtypes.__dict__.values() if isinstance(d, tf.DType))
+
+
+def _describe_key(key: tuple) -> str:
+    """A shape-specialization key as ``float32[4, 7], int32[4]`` (anything else as its repr)."""
+    parts = []
+    for item in key:
+        dtype, value = (item[0].name if isinstance(item[0], tf.DType) else item[0]), item[1:]
+        if len(value) == 1 and isinstance(value[0], tuple) and dtype in _DTYPE_NAMES:
+            parts.append(f"{dtype}{list(value[0])}")
+        else:
+            parts.append(repr(item))
+    return ", ".join(parts)
+
+
 class CompiledFunction(polymorphic_function.Function):
     """A ``tf.function`` whose calls run compiled kernels (the module docstring).
 
@@ -174,7 +213,8 @@ class CompiledFunction(polymorphic_function.Function):
         self._tf_function = tf.function(target, autograph=autograph)
         self._plain = tf.function(target, input_signature=input_signature, reduce_retracing=reduce_retracing,
                                   autograph=autograph)
-        self._cache: dict[tuple, CompiledGraph] = {}
+        self._cache: OrderedDict[tuple, CompiledGraph] = OrderedDict()  # shape specializations, oldest first
+        self._over_limit_warned = False  # past --max_specializations: warned once
         # None: not tried yet; False: per-shape kernels instead (or no None batch dim in input_signature)
         self._tiled: CompiledGraph | None | bool = None if self._batch_polymorphic(input_signature) else False
         self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -191,6 +231,11 @@ class CompiledFunction(polymorphic_function.Function):
                          reduce_retracing=reduce_retracing)
         if _instance is not None:
             self.__signature__ = target.__signature__  # without ``self``: Keras binds call arguments by it
+        unknown = _unknown_inner_dims(input_signature)
+        if unknown and jit_compile is not False and _instance is None:
+            log.info("%s: compiling per input shape, at most --max_specializations of them (%s: compiling once "
+                     "for every shape needs symbolic dimensions, not supported yet; only an unknown leading "
+                     "batch dim is)", name, unknown)
 
     # methods of tf.Module / Keras models: bind per instance, as tf.function does (the binding holds the
     # instance weakly, so it can still be freed; a Keras model's call binds its arguments by the signature)
@@ -250,8 +295,9 @@ class CompiledFunction(polymorphic_function.Function):
 
     @staticmethod
     def _batch_polymorphic(input_signature) -> bool:
-        """An input_signature with a ``None`` leading dim: compile once for every batch size."""
-        if input_signature is None:
+        """An input_signature with a ``None`` leading dim and every other dim known: try compiling once for
+        every batch size (``batch_tiling``); any other unknown dim is specialized per call shape."""
+        if input_signature is None or _unknown_inner_dims(input_signature):
             return False
         specs = tf.nest.flatten(input_signature, expand_composites=True)
         return any(isinstance(s, tf.TensorSpec) and s.shape.rank and s.shape[0] is None for s in specs)
@@ -265,11 +311,12 @@ class CompiledFunction(polymorphic_function.Function):
             cf = self._plain.get_concrete_function()  # traced here: an init_scope pauses the tapes it may open
             with tf.init_scope():  # compiled eagerly (the eager launch's constants), also while a graph is traced
                 try:
+                    # all_or_nothing: a cluster that does not tile is compiled per input shape, never dropped
                     self._tiled = CompiledGraph.build_tiled(cf, must_compile=self._options.jit_compile is True,
-                                                            flags=flags)
+                                                            flags=flags, all_or_nothing=True)
                 except NotTileable as e:
-                    log.info(
-                        "%s: compiling per input shape instead of once for every batch size: %s", self.name, e)
+                    log.info("%s: compiling per input shape instead of once for every batch size (at most "
+                             "--max_specializations=%d shapes): %s", self.name, flags.max_specializations, e)
                     self._tiled = False
         if self._tiled is False:
             return None
@@ -279,7 +326,10 @@ class CompiledFunction(polymorphic_function.Function):
         self._check_signature(tensors)
         return self._tiled, tensors
 
-    def _compiled(self, args, kwargs) -> tuple[CompiledGraph, list]:
+    def _compiled(self, args, kwargs, *, calling: bool = False) -> tuple[CompiledGraph | None, list]:
+        """The CompiledGraph for these arguments and its flat inputs. Past ``--max_specializations`` cached
+        shapes a new one is compiled but not cached, or with ``calling`` (an eager call) not compiled at all:
+        None, the call runs in TensorFlow."""
         if self._tiled is not False:
             found = self._compiled_tiled(args, kwargs)
             if found is not None:
@@ -293,8 +343,24 @@ class CompiledFunction(polymorphic_function.Function):
         compiled = self._cache.get(key)
         if compiled is None:
             self._check_signature(tensors)
-            compiled = self._cache[key] = self._build(args, kwargs)
+            limit = self._flags().max_specializations
+            full = 0 < limit <= len(self._cache)
+            if full and calling:
+                self._warn_over_limit(limit, key)
+                return None, tensors
+            compiled = self._build(args, kwargs)
+            if not full:
+                self._cache[key] = compiled
         return compiled, tensors
+
+    def _warn_over_limit(self, limit: int, key: tuple) -> None:
+        if self._over_limit_warned:
+            return
+        self._over_limit_warned = True
+        log.warning("%s: %d input shapes compiled (--max_specializations=%d); calls with a new shape run in "
+                    "TensorFlow uncompiled from now on (first: %s). Raise the limit in TFXLA_FLAGS, or give an "
+                    "input_signature whose only unknown dims are batch dims", self.name, len(self._cache), limit,
+                    _describe_key(key))
 
     def _build(self, args, kwargs) -> CompiledGraph:
         """Trace and compile for these arguments (eagerly, also while a graph is traced); a ``None`` leading
@@ -378,7 +444,9 @@ class CompiledFunction(polymorphic_function.Function):
             return self._plain(*args, **kwargs)
         if not tf.executing_eagerly():  # a graph is being traced: TensorFlow's call, saveable
             return super().__call__(*args, **kwargs)
-        compiled, tensors = self._compiled(args, kwargs)
+        compiled, tensors = self._compiled(args, kwargs, calling=True)
+        if compiled is None:  # past --max_specializations: TensorFlow runs it (warned once)
+            return self._plain(*args, **kwargs)
         outs = compiled.call_flat([t if type(t) is _EagerTensor or isinstance(t, tf.Variable) else tf.convert_to_tensor(t)
                                    for t in tensors])
         return compiled.pack_outputs(outs)

@@ -9,8 +9,9 @@ tiles plus one padded tile (``ops/tfxla_launch.cc``, ``PlanTiles``). The rewritt
 ``None`` batch dims, so nothing recompiles when the batch size changes.
 
 A cluster that is not batch-polymorphic (it reduces over the batch, divides by the batch size, ...)
-stays in TensorFlow under ``jit_compile="auto"`` (its reason is in ``notes``), and is an error under
-must-compile.
+stays in TensorFlow under ``jit_compile="auto"`` (its reason is in ``notes`` and in one WARNING), and is
+a ``NotTileable`` error under must-compile or ``all_or_nothing`` (``tfxla_plugin.function`` then
+compiles per input shape instead).
 """
 
 from __future__ import annotations
@@ -89,14 +90,25 @@ def _check_polymorphic(name: str, by_size: dict) -> tuple[tuple[bool, ...], tupl
     return args, results
 
 
+def _input_dims(cf) -> str:
+    """The traced function's data inputs as ``name [None, 5]`` text, for messages."""
+    graph = cf.graph
+    inputs = graph.inputs[:len(graph.inputs) - len(graph.captures)]
+    return ", ".join(f"{t.op.name} {t.shape.as_list() if t.shape.rank is not None else 'of unknown rank'}"
+                     for t in inputs) or "none"
+
+
 def compile_tiled(cf, *, must_compile: bool, flags: Flags, tiles=DEFAULT_TILES,
-                  progress=None) -> TilingResult:
+                  progress=None, all_or_nothing: bool = False) -> TilingResult:
     """Cluster ``cf`` (traced with ``None`` batch dims), prove and compile every cluster per tile size.
 
     ``progress(cluster_name, tile, compiled_cluster)`` is called after each kernel is compiled.
+    ``all_or_nothing``: a cluster that does not tile raises ``NotTileable`` (before anything is compiled)
+    instead of staying in TensorFlow.
     """
     if not batched_inputs(cf):
-        raise ValueError("the function has no input with an unknown leading (batch) dimension")
+        raise NotTileable("batch tiling needs an input whose only unknown dim is the leading (batch) one; "
+                          f"the inputs are {_input_dims(cf)}")
     tiles = tuple(sorted(set(int(t) for t in tiles)))
     if not tiles or tiles[0] < 1:
         raise ValueError(f"batch tiles must be positive integers, got {tiles}")
@@ -120,10 +132,13 @@ def compile_tiled(cf, *, must_compile: bool, flags: Flags, tiles=DEFAULT_TILES,
             proven[spec.name] = _check_polymorphic(spec.name, by_size)
         except NotBatchPolymorphic as e:
             notes[spec.name] = f"not batch-polymorphic: {e}"
-    if must_compile and notes:
-        raise NotTileable("cannot compile for every batch size: " + "; ".join(notes.values()))
+    if (must_compile or all_or_nothing) and notes:
+        raise NotTileable("cannot compile for every batch size: "
+                          + "; ".join(f"cluster {name} is {why}" for name, why in notes.items()))
+    n_nodes = {spec.name: len(spec.node_names) for spec in base.clusters}
+    function_name = cf.name.decode() if isinstance(cf.name, bytes) else str(cf.name)
     for name, why in notes.items():
-        log.info("cluster %s stays in TensorFlow: %s", name, why)
+        log.warning("%s: cluster %s (%d nodes) stays in TensorFlow: %s", function_name, name, n_nodes[name], why)
 
     jobs = [(name, t) for name in proven for t in tiles]
 

@@ -91,14 +91,16 @@ class CompiledGraph:
         return cls(cf, analysis, compiled, rewritten, flags)
 
     @classmethod
-    def build_tiled(cls, cf, *, must_compile: bool, flags: Flags, tiles=None, progress=None) -> "CompiledGraph":
+    def build_tiled(cls, cf, *, must_compile: bool, flags: Flags, tiles=None, progress=None,
+                    all_or_nothing: bool = False) -> "CompiledGraph":
         """Like ``build`` for a function traced with ``None`` batch dims: kernels per batch tile serve every
         batch size (``batch_tiling``); clusters that cannot be tiled stay in TensorFlow (auto) or raise."""
         from tfxla_plugin import batch_tiling
 
         kernel_backends.get(flags.backend).check()
         result = batch_tiling.compile_tiled(cf, must_compile=must_compile, flags=flags,
-                                            tiles=tiles or batch_tiling.DEFAULT_TILES, progress=progress)
+                                            tiles=tiles or batch_tiling.DEFAULT_TILES, progress=progress,
+                                            all_or_nothing=all_or_nothing)
         if flags.dump_to:
             _dump_graph(flags, cf, result.analysis)
         graph = cls(cf, result.analysis, [t.largest for t in result.tiled], result.rewritten, flags)

@@ -35,6 +35,7 @@ class Flags:
     # (``Backend.prepare``: oneDNN epilogues, column reductions, CUDA row programs) still run: they choose
     # its kernels, they are not optional optimizations.
     optimize: bool = True
+    max_specializations: int = 16  # input shapes compiled per function; later new shapes run in TF; 0: unlimited
 
     @staticmethod
     def known() -> list[str]:

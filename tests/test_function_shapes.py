@@ -1,0 +1,103 @@
+"""Input shapes ``tfxla_plugin.function`` cannot compile once for: each call's shapes are specialized.
+
+A ``[None, None]`` input_signature (batch and sequence length unknown) and a ``None`` batch whose
+clusters reduce over the batch (a loss) compile per concrete input shape, a bounded number of them
+(``--max_specializations``); past the bound, new shapes run in TensorFlow after one WARNING. Compiles
+are counted by the logger's "compiled cluster" lines (one per cluster compiled); results are compared
+with TF eager.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_plugin
+
+RTOL, ATOL = 1e-5, 1e-6  # gather + mean + tanh in f32: a few ulps
+LENGTHS = (3, 7, 1, 12, 5)
+
+
+def _compiles(caplog) -> int:
+    return sum(1 for r in caplog.records if r.getMessage().startswith("compiled cluster "))
+
+
+def _text_model():
+    """Embedding lookup, mean over the sequence, a dense layer: a text classifier's forward pass."""
+    rng = np.random.default_rng(0)
+    table = tf.Variable(rng.standard_normal((50, 8)).astype(np.float32))
+    dense = tf.Variable(rng.standard_normal((8, 3)).astype(np.float32))
+
+    def classify(ids):
+        x = tf.gather(tf.identity(table), ids)  # [batch, length, 8]
+        return tf.tanh(tf.matmul(tf.reduce_mean(x, axis=1), tf.identity(dense)) + 0.5)
+    return classify
+
+
+def _ids(batch: int, length: int) -> tf.Tensor:
+    return tf.constant(np.random.default_rng(length).integers(0, 50, size=(batch, length)), tf.int32)
+
+
+@pytest.mark.parametrize("jit_compile", [True, "auto"])
+def test_unknown_batch_and_length_compile_once_per_shape(jit_compile, caplog) -> None:
+    classify = _text_model()
+    spec = tf.TensorSpec([None, None], tf.int32, name="ids")
+    with caplog.at_level(logging.INFO, logger="tfxla_plugin"):
+        f = tfxla_plugin.function(classify, jit_compile=jit_compile, input_signature=[spec])
+        assert "argument 0 'ids' has shape [None, None]" in caplog.text
+        assert "symbolic dimensions, not supported yet" in caplog.text
+        for length in LENGTHS:
+            ids = _ids(4, length)
+            np.testing.assert_allclose(f(ids).numpy(), classify(ids).numpy(), rtol=RTOL, atol=ATOL)
+        assert _compiles(caplog) == len(LENGTHS)  # one cluster, compiled once per length
+        # a shape seen before reuses its kernels; a new batch size at a known length is a new shape
+        for length in LENGTHS[:2]:
+            ids = _ids(4, length)
+            np.testing.assert_allclose(f(ids).numpy(), classify(ids).numpy(), rtol=RTOL, atol=ATOL)
+        assert _compiles(caplog) == len(LENGTHS)
+        ids = _ids(2, 3)
+        np.testing.assert_allclose(f(ids).numpy(), classify(ids).numpy(), rtol=RTOL, atol=ATOL)
+        assert _compiles(caplog) == len(LENGTHS) + 1
+    assert "1 cluster(s) built" in f.explain(ids)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_past_max_specializations_new_shapes_run_in_tensorflow_with_one_warning(monkeypatch, caplog) -> None:
+    monkeypatch.setenv("TFXLA_FLAGS", "--max_specializations=2")
+    classify = _text_model()
+    f = tfxla_plugin.function(classify, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    with caplog.at_level(logging.INFO, logger="tfxla_plugin"):
+        for length in LENGTHS:
+            ids = _ids(4, length)
+            np.testing.assert_allclose(f(ids).numpy(), classify(ids).numpy(), rtol=RTOL, atol=ATOL)
+        assert _compiles(caplog) == 2  # lengths 3 and 7; 1, 12 and 5 ran in TensorFlow
+        ids = _ids(4, LENGTHS[0])  # a compiled shape still runs its kernel
+        np.testing.assert_allclose(f(ids).numpy(), classify(ids).numpy(), rtol=RTOL, atol=ATOL)
+    assert _compiles(caplog) == 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("classify: 2 input shapes compiled (--max_specializations=2); calls with a new "
+                                  "shape run in TensorFlow uncompiled from now on (first: int32[4, 1])")
+
+
+def test_auto_with_a_batch_reducing_loss_specializes_instead_of_compiling_nothing(caplog) -> None:
+    w = tf.Variable(np.random.default_rng(1).standard_normal((5, 3)).astype(np.float32))
+
+    def loss(x):
+        h = tf.tanh(tf.matmul(x, tf.identity(w)) + 1.0)
+        return tf.reduce_mean(tf.square(h - 0.5))  # reduces over the batch: no batch tiling
+
+    f = tfxla_plugin.function(loss, jit_compile="auto", input_signature=[tf.TensorSpec([None, 5], tf.float32)])
+    with caplog.at_level(logging.INFO, logger="tfxla_plugin"):
+        for batch in (4, 6, 4):
+            x = tf.constant(np.random.default_rng(batch).standard_normal((batch, 5)).astype(np.float32))
+            np.testing.assert_allclose(f(x).numpy(), loss(x).numpy(), rtol=RTOL, atol=ATOL)
+    assert _compiles(caplog) == 2  # batch 4 and batch 6; the second batch-4 call reuses its kernel
+    assert ("loss: compiling per input shape instead of once for every batch size (at most "
+            "--max_specializations=16 shapes): cannot compile for every batch size: cluster cluster_0 is not "
+            "batch-polymorphic: %Mean") in caplog.text
+    assert "reduces over the batch dimension" in caplog.text
+    assert f.explain(x).startswith("Clustering summary: 1 cluster(s) built")
