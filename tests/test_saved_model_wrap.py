@@ -11,6 +11,7 @@ a compiler that is not there is a clear error naming the node and the command.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -249,13 +250,24 @@ class _AnyShape(tf.Module):
         return {"y": tf.tanh(z) * 2.0 + tf.exp(-z * z)}
 
 
-def test_a_signature_with_unknown_inner_dims_wraps_and_stays_correct(tmp_path) -> None:
+def test_a_signature_with_unknown_inner_dims_wraps_and_stays_correct(tmp_path, caplog, capsys) -> None:
     # A leading None with another unknown dim cannot be batch-tiled; it used to stop the whole wrap
-    # with "no input with an unknown leading (batch) dimension".
+    # with "no input with an unknown leading (batch) dimension", then wrapped to 0 clusters silently.
     module = _AnyShape()
     tf.saved_model.save(module, str(tmp_path / "src"), signatures={"serving_default": module.serve})
-    report = saved_model.wrap(tmp_path / "src", tmp_path / "dst", progress=False)
-    assert report.signatures[0].name == "serving_default"
+    with caplog.at_level(logging.WARNING, logger="tfxla_plugin"):
+        report = saved_model.wrap(tmp_path / "src", tmp_path / "dst", progress=False)
+    assert report.signatures[0].name == "serving_default" and report.compiled_nothing
+    why = ("input(s) z [None, None] have unknown dims other than the leading (batch) one: kernels are compiled for "
+           "static shapes or, for a None batch dim, per batch tile; any length needs symbolic dimensions")
+    assert report.signatures[0].no_cluster_reason.startswith(why)
+    assert f"tfxla wrap: signature 'serving_default' compiled no cluster (it runs in TensorFlow, uncompiled): {why}" \
+        in caplog.text
+    assert f"    no cluster compiled: {why}" in str(report)
+    # the CLI writes the model but exits 2: wrapping gained nothing
+    assert cli_main(["wrap", "--dir", str(tmp_path / "src"), "--output_dir", str(tmp_path / "cli"), "--quiet"]) == 2
+    assert "tfxla wrap: no signature compiled any cluster;" in capsys.readouterr().err
+    assert (tmp_path / "cli" / "saved_model.pb").is_file()
     sig = _signature(tmp_path / "dst")
     for shape in ((2, 3), (5, 7)):
         z = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)

@@ -29,6 +29,7 @@ import logging
 import shutil
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -66,6 +67,7 @@ class SignatureReport:
     batch_tiles: tuple[int, ...]
     compile_seconds: float
     notes: dict[str, str] = field(default_factory=dict)
+    no_cluster_reason: str = ""  # set when the signature compiled no cluster: why
 
     @property
     def coverage(self) -> float:
@@ -86,7 +88,14 @@ class WrapReport:
             lines.append(f"  {s.name}: {s.clusters} cluster(s), {s.kernels} kernel(s), {s.nodes_clustered}/"
                          f"{s.nodes_total} nodes clustered ({s.coverage:.1f}%){tiles}, compile {s.compile_seconds:.1f} s")
             lines.extend(f"    {name} stays in TensorFlow: {why}" for name, why in s.notes.items())
+            if s.no_cluster_reason:
+                lines.append(f"    no cluster compiled: {s.no_cluster_reason}")
         return "\n".join(lines)
+
+    @property
+    def compiled_nothing(self) -> bool:
+        """No signature compiled any cluster: the wrapped model runs entirely in TensorFlow."""
+        return all(s.clusters == 0 for s in self.signatures)
 
 
 def _spec_json(spec: tf.TensorSpec) -> dict:
@@ -323,8 +332,30 @@ def wrap(src: str | Path, dst: str | Path, *, signatures: Sequence[str] | None =
 def _report(sig: CompiledSignature) -> SignatureReport:
     data = summary_json(sig.compiled.analysis)
     kernels = [k for ks in sig.kernels.values() for k in ks]
+    why = "" if sig.kernels else _why_no_cluster(sig)
+    if why:
+        log.warning("tfxla wrap: signature %r compiled no cluster (it runs in TensorFlow, uncompiled): %s",
+                    sig.name, why)
     return SignatureReport(sig.name, len(sig.kernels), len(kernels), data["nodes_clustered"], data["nodes_total"],
-                           sig.tiles, sum(k.compile_seconds for k in kernels), sig.notes)
+                           sig.tiles, sum(k.compile_seconds for k in kernels), sig.notes, why)
+
+
+def _why_no_cluster(sig: CompiledSignature) -> str:
+    """Why a signature compiled no cluster, naming the inputs or the reasons nodes stayed in TensorFlow."""
+    graph = sig.cf.graph
+    inputs = graph.inputs[:len(graph.inputs) - len(graph.captures)]
+    unknown = [f"{t.op.name} {t.shape.as_list() if t.shape.rank is not None else '(unknown rank)'}" for t in inputs
+               if t.shape.rank is None or any(d is None for d in t.shape.as_list()[1:])]
+    if unknown:
+        return (f"input(s) {', '.join(unknown)} have unknown dims other than the leading (batch) one: kernels are "
+                "compiled for static shapes or, for a None batch dim, per batch tile; any length needs symbolic "
+                "dimensions, not supported yet (tfxla_plugin.function compiles such inputs per call shape)")
+    if sig.notes:
+        return "; ".join(f"cluster {name} {why}" for name, why in sig.notes.items())
+    reasons = Counter(sig.compiled.analysis.unsupported().values()).most_common(3)
+    if reasons:
+        return "nodes stay in TensorFlow: " + "; ".join(f"{why} ({n} node(s))" for why, n in reasons)
+    return "no cluster reached --min_cluster_size (TFXLA_FLAGS) or the signature has no compute nodes"
 
 
 def _manifest(src: Path, compiled: list[CompiledSignature], files: dict, features, freeze: bool, jit_compile,

@@ -40,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"tfxla wrap: {e}", file=sys.stderr)
         return 1
     print(report)
+    if report.compiled_nothing:  # the model was written, but wrapping it gained nothing
+        print(f"tfxla wrap: no signature compiled any cluster; {args.output_dir} runs entirely in TensorFlow "
+              "(the reasons are above)", file=sys.stderr)
+        return 2
     return 0
 
 
