@@ -6,8 +6,11 @@ A cluster that no fetch and no stateful op needs is dead code: ``analyze`` moves
 no launch node. Must-compile does not report dead nodes it cannot compile: TF prunes them.
 
 ``summary`` / ``summary_json`` explain the result in the spirit of XLA's clustering summary: clusters
-built, nodes clustered out of all nodes, an op histogram per cluster, every node left out with its op
-type and reason, and the merges that were refused.
+built, compute nodes clustered out of all compute nodes, an op histogram per cluster, every node left
+out with its op type and reason, and the merges that were refused. Coverage leaves out the op types of
+``NON_COMPUTE_OPS`` (graph inputs, variable handles, reads and writes, control-only nodes, constants and
+identities) and dead code, so a fully compiled function reads 100%. (TF's own auto-clustering summary
+counts every node, its ``_Arg``/``_Retval``/``NoOp`` too, so it never does.)
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from graph_passes.cluster import ClusterOptions, Clustering, RefusedMerge, cluster_nodes
+from graph_passes.cluster import ZERO_COST_OPS, ClusterOptions, Clustering, RefusedMerge, cluster_nodes
 from graph_passes.extract import ClusterSpec, extract_clusters
 from graph_passes.forward_variables import forward_variables
 from graph_passes.inline import inline_calls
@@ -27,6 +30,8 @@ from hlo.lowering.tensor_names import control
 # Op types that stay in TensorFlow by design, never reported as unsupported.
 STRUCTURAL_OPS = frozenset({"Placeholder", "NoOp", "VarHandleOp", "ReadVariableOp", "AssignVariableOp",
                             "AssignAddVariableOp", "AssignSubVariableOp"})
+# Op types that compute nothing: coverage counts neither them clustered nor them left out.
+NON_COMPUTE_OPS = STRUCTURAL_OPS | ZERO_COST_OPS
 MAX_REFUSED_LINES = 50  # refused merges listed in the text summary
 
 
@@ -200,16 +205,24 @@ def rewrite(result: ClusteringResult, launch: Callable[[ClusterSpec], LaunchSpec
 
 
 def summary_json(result: ClusteringResult) -> dict:
-    total = len(result.graph_def.node)
-    clustered = sum(len(c.node_names) for c in result.clusters)
     ops = {n.name: n.op for n in result.graph_def.node}
+    compute = {n for n, op in ops.items() if op not in NON_COMPUTE_OPS and n not in result.dead_nodes}
+    total = len(compute)
+    clustered = sum(1 for c in result.clusters for n in c.node_names if n in compute)
+    not_counted: dict[str, int] = {}
+    for n, op in ops.items():
+        if n not in compute:
+            key = "dead code" if n in result.dead_nodes and op not in NON_COMPUTE_OPS else op
+            not_counted[key] = not_counted.get(key, 0) + 1
     return {
         "clusters": [{"name": c.name, "nodes": len(c.node_names), "size": s.size, "device": c.device,
                       "inputs": len(c.inputs), "outputs": len(c.outputs), "op_types": dict(c.op_types)}
                      for c, s in zip(result.clusters, result.clustering.clusters)],
-        "nodes_total": total,
+        "nodes_total": total,  # compute nodes: not NON_COMPUTE_OPS, not dead code
         "nodes_clustered": clustered,
         "percent_clustered": round(100.0 * clustered / total, 1) if total else 0.0,
+        "nodes_in_graph": len(ops),
+        "not_counted": dict(sorted(not_counted.items(), key=lambda kv: (-kv[1], kv[0]))),
         "excluded": [{"node": n, "op": ops[n], "reason": r,
                       **({"source": "%s:%d" % result.sources[n]} if n in result.sources else {})}
                      for n, r in result.excluded.items()],
@@ -231,7 +244,11 @@ def summary(result: ClusteringResult) -> str:
 def render(data: dict) -> str:
     """The text of a ``summary_json`` dict (also one stored in a wrapped SavedModel's manifest)."""
     lines = [f"Clustering summary: {len(data['clusters'])} cluster(s) built, {data['nodes_clustered']} of "
-             f"{data['nodes_total']} nodes clustered ({data['percent_clustered']:.1f}%)"]
+             f"{data['nodes_total']} {'compute ' if 'not_counted' in data else ''}nodes clustered "
+             f"({data['percent_clustered']:.1f}%)"]
+    if data.get("not_counted"):  # absent in manifests written before coverage counted compute nodes only
+        lines[0] += (f"; {data['nodes_in_graph']} nodes in all, not counted: "
+                     + ", ".join(f"{op} {n}" for op, n in data["not_counted"].items()))
     for c in data["clusters"]:
         device = f", device {c['device']}" if c["device"] else ""
         lines.append(f"  {c['name']}: {c['nodes']} nodes ({c['size']} counted ops), {c['inputs']} inputs, "
@@ -257,5 +274,5 @@ def render(data: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["STRUCTURAL_OPS", "ClusteringResult", "analyze", "analyze_function", "batched_inputs", "drop_clusters", "default_launch", "render", "resource_shapes_of", "rewrite",
+__all__ = ["NON_COMPUTE_OPS", "STRUCTURAL_OPS", "ClusteringResult", "analyze", "analyze_function", "batched_inputs", "drop_clusters", "default_launch", "render", "resource_shapes_of", "rewrite",
            "summary", "summary_json"]

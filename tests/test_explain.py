@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 import tfxla_plugin
+from graph_passes.pipeline import NON_COMPUTE_OPS
 from tfxla_plugin.explain import MAX_REFUSED_FUSION_LINES, explain_json, explain_text
 
 
@@ -33,9 +34,13 @@ def test_text_has_clusters_coverage_reasons_and_refused_fusions(compiled) -> Non
     text = f.explain(*args)
     assert text == explain_text(cg)
     assert text.startswith("Clustering summary: 1 cluster(s) built, ")
-    n_nodes = len(cg.analysis.graph_def.node)
-    clustered = len(cg.analysis.clusters[0].node_names)
-    assert f"{clustered} of {n_nodes} nodes clustered ({100 * clustered / n_nodes:.1f}%)" in text
+    # coverage counts compute nodes only (not Placeholder, Const, Identity, NoOp, ...): all but AsString compiled
+    nodes = cg.analysis.graph_def.node
+    compute = [n.name for n in nodes if n.op not in NON_COMPUTE_OPS]
+    clustered = sum(n in compute for n in cg.analysis.clusters[0].node_names)
+    assert (clustered, len(compute)) == (len(compute) - 1, len(compute))  # all but AsString
+    assert (f"{clustered} of {len(compute)} compute nodes clustered ({100 * clustered / len(compute):.1f}%); "
+            f"{len(nodes)} nodes in all, not counted: ") in text
     assert "    MatMul: 1" in text  # the op histogram
     assert "AsString: string tensor 'AsString:0': string tensors stay in TensorFlow" in text
     assert "HLO of cluster_0: " in text and "Refused fusions (" in text
@@ -84,3 +89,16 @@ def test_must_compile_function_explains_too() -> None:
     f = tfxla_plugin.function(lambda x: tf.nn.relu(x) * 2.0 + 1.0)
     text = f.explain(tf.ones([3]))
     assert "1 cluster(s) built" in text and "HLO of cluster_0" in text
+
+
+def test_a_fully_compiled_model_reads_100_percent() -> None:
+    # Placeholders, variable reads, the NoOp and the output Identity stay in TensorFlow; none is compute
+    w = tf.Variable(np.ones((4, 3), np.float32))
+    f = tfxla_plugin.function(lambda x: tf.nn.relu(tf.matmul(x, w)) * 2.0 + 1.0)
+    data = json.loads(f.explain(tf.ones([2, 4]), format="json"))
+    assert (data["nodes_clustered"], data["nodes_total"], data["percent_clustered"]) == (4, 4, 100.0)
+    left_out = {e["op"] for e in data["excluded"]}
+    assert left_out and left_out <= NON_COMPUTE_OPS, left_out
+    assert data["not_counted"]["Placeholder"] == 2 and data["not_counted"]["ReadVariableOp"] == 1
+    assert sum(data["not_counted"].values()) == data["nodes_in_graph"] - 4
+    assert "4 of 4 compute nodes clustered (100.0%); " in f.explain(tf.ones([2, 4]))

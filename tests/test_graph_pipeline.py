@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from graph_passes.cluster import ClusterOptions
-from graph_passes.pipeline import analyze_function, rewrite, summary, summary_json
+from graph_passes.pipeline import NON_COMPUTE_OPS, analyze_function, rewrite, summary, summary_json
 from graph_passes.rewrite import LAUNCH_OP
 from tests.graph_passes_util import check_clusters_against_tf
 
@@ -56,11 +56,15 @@ def test_auto_clustering_leaves_string_and_random_ops_with_reasons():
 def test_summary_json_counts_and_is_serializable():
     result = analyze_function(mixed.get_concrete_function(SPEC), ClusterOptions(min_cluster_size=1))
     data = json.loads(json.dumps(summary_json(result)))
-    assert data["nodes_total"] == len(result.graph_def.node)
-    assert data["nodes_clustered"] == sum(len(c.node_names) for c in result.clusters)
+    # coverage counts compute nodes: not NON_COMPUTE_OPS (Const, Identity, Placeholder, NoOp, ...), not dead code
+    ops = {n.name: n.op for n in result.graph_def.node}
+    compute = {n for n, op in ops.items() if op not in NON_COMPUTE_OPS and n not in result.dead_nodes}
+    assert data["nodes_total"] == len(compute) < data["nodes_in_graph"] == len(ops)
+    assert data["nodes_clustered"] == sum(n in compute for c in result.clusters for n in c.node_names)
     assert data["percent_clustered"] == round(100 * data["nodes_clustered"] / data["nodes_total"], 1)
+    assert sum(data["not_counted"].values()) == len(ops) - len(compute) and "Placeholder" in data["not_counted"]
     assert [c["name"] for c in data["clusters"]] == [f"cluster_{i}" for i in range(len(result.clusters))]
-    assert sum(sum(c["op_types"].values()) for c in data["clusters"]) == data["nodes_clustered"]
+    assert sum(sum(c["op_types"].values()) for c in data["clusters"]) == sum(len(c.node_names) for c in result.clusters)
     assert {e["node"] for e in data["excluded"]} == set(result.excluded)
     text = summary(result)
     for c in data["clusters"]:

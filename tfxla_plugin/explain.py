@@ -1,8 +1,9 @@
 """Why the compiler did what it did, for one compiled signature (a ``CompiledGraph``).
 
 ``explain_json(compiled_graph)`` is ``graph_passes.pipeline.summary_json`` of the clustering (clusters,
-nodes clustered / total, op histogram per cluster, every excluded node with its reason, refused cluster
-merges) where each cluster entry also carries what its HLO compilation did: instruction counts before and
+compute nodes clustered / all compute nodes: the op types of ``NON_COMPUTE_OPS``, Placeholder,
+ReadVariableOp, NoOp, Const, Identity and the like, are not counted, so a fully compiled function reads
+100%; op histogram per cluster, every excluded node with its reason, refused cluster merges) where each cluster entry also carries what its HLO compilation did: instruction counts before and
 after optimization, the kernel hash, the fusions made and EVERY fusion the pass refused, with its reason.
 ``explain_text(compiled_graph)`` renders the same: the clustering summary, then per cluster its backend
 (``cpu`` or ``cuda``), the fusions
