@@ -213,7 +213,7 @@ class CompiledFunction(polymorphic_function.Function):
         self._tf_function = tf.function(target, autograph=autograph)
         self._plain = tf.function(target, input_signature=input_signature, reduce_retracing=reduce_retracing,
                                   autograph=autograph)
-        self._cache: OrderedDict[tuple, CompiledGraph] = OrderedDict()  # shape specializations, oldest first
+        self._cache: OrderedDict[tuple, CompiledGraph] = OrderedDict()  # shape specializations, in compile order
         self._over_limit_warned = False  # past --max_specializations: warned once
         # None: not tried yet; False: per-shape kernels instead (or no None batch dim in input_signature)
         self._tiled: CompiledGraph | None | bool = None if self._batch_polymorphic(input_signature) else False
