@@ -101,3 +101,23 @@ def test_auto_with_a_batch_reducing_loss_specializes_instead_of_compiling_nothin
             "batch-polymorphic: %Mean") in caplog.text
     assert "reduces over the batch dimension" in caplog.text
     assert f.explain(x).startswith("Clustering summary: 1 cluster(s) built")
+
+
+def test_a_trace_with_unknown_inner_dims_says_why_it_compiles_nothing(caplog) -> None:
+    # get_concrete_function / saving trace from the TensorSpec itself: no concrete length to specialize on
+    from tfxla_plugin.errors import UnsupportedGraphError
+
+    spec = [tf.TensorSpec([None, None], tf.float32, name="z")]
+    why = ("input(s) z [None, None] have unknown dims other than the leading (batch) one: kernels are compiled for "
+           "static shapes or, for a None batch dim, per batch tile; any length needs symbolic dimensions, not "
+           "supported yet")
+    must = tfxla_plugin.function(lambda z: tf.tanh(z) * 2.0, input_signature=spec)
+    with pytest.raises(UnsupportedGraphError, match=r"Tanh 'Tanh': dynamic shape: 'z:0' has shape \[\?,\?\]") as e:
+        must.get_concrete_function()
+    assert f"\nWhy: {why}. Call <lambda> eagerly" in str(e.value)
+    auto = tfxla_plugin.function(lambda z: tf.tanh(z) * 2.0, jit_compile="auto", input_signature=spec)
+    with caplog.at_level(logging.WARNING, logger="tfxla_plugin"):
+        cf = auto.get_concrete_function()
+    assert f"<lambda>: this trace compiles no cluster and runs in TensorFlow: {why}" in caplog.text
+    z = tf.constant(np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4))
+    np.testing.assert_allclose(cf(z).numpy(), (tf.tanh(z) * 2.0).numpy(), rtol=RTOL, atol=ATOL)

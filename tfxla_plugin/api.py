@@ -372,7 +372,28 @@ class CompiledFunction(polymorphic_function.Function):
         with tf.init_scope():  # compiled eagerly (the eager launch's constants), also while a graph is traced
             if batched_inputs(cf):
                 return CompiledGraph.build_tiled(cf, must_compile=must_compile, flags=flags)
-            return CompiledGraph.build(cf, must_compile=must_compile, flags=flags)
+            return self._build_static(cf, must_compile, flags)
+
+    def _build_static(self, cf, must_compile: bool, flags: Flags) -> CompiledGraph:
+        """``CompiledGraph.build``; a trace from TensorSpecs with unknown inner dims (``get_concrete_function``,
+        saving) that compiles nothing says why, naming the inputs and their dims: in the error under
+        must-compile, in a WARNING under "auto"."""
+        from tfxla_plugin.batch_tiling import symbolic_dims_needed
+        from tfxla_plugin.errors import UnsupportedGraphError
+
+        try:
+            compiled = CompiledGraph.build(cf, must_compile=must_compile, flags=flags)
+        except UnsupportedGraphError as e:
+            why = symbolic_dims_needed(cf)
+            if not why:
+                raise
+            raise UnsupportedGraphError(f"{e}\nWhy: {why}. Call {self.name} eagerly (each call's shapes are "
+                                        "compiled) or trace it with static shapes", e.nodes) from e
+        if not compiled.clusters:
+            why = symbolic_dims_needed(cf)
+            if why:
+                log.warning("%s: this trace compiles no cluster and runs in TensorFlow: %s", self.name, why)
+        return compiled
 
     # --- what TensorFlow traces (get_concrete_function, calls inside a graph, saving) -------------------
     def _trace(self, args, kwargs):

@@ -98,6 +98,20 @@ def _input_dims(cf) -> str:
                      for t in inputs) or "none"
 
 
+def symbolic_dims_needed(cf) -> str:
+    """Why ``cf`` (traced from TensorSpecs) cannot be compiled for every shape it accepts: its data inputs
+    with an unknown dim other than the leading one, or of unknown rank, named with their dims; "" if none."""
+    graph = cf.graph
+    inputs = graph.inputs[:len(graph.inputs) - len(graph.captures)]
+    unknown = [f"{t.op.name} {t.shape.as_list() if t.shape.rank is not None else '(unknown rank)'}" for t in inputs
+               if t.shape.rank is None or any(d is None for d in t.shape.as_list()[1:])]
+    if not unknown:
+        return ""
+    return (f"input(s) {', '.join(unknown)} have unknown dims other than the leading (batch) one: kernels are "
+            "compiled for static shapes or, for a None batch dim, per batch tile; any length needs symbolic "
+            "dimensions, not supported yet")
+
+
 def compile_tiled(cf, *, must_compile: bool, flags: Flags, tiles=DEFAULT_TILES,
                   progress=None, all_or_nothing: bool = False) -> TilingResult:
     """Cluster ``cf`` (traced with ``None`` batch dims), prove and compile every cluster per tile size.

@@ -342,14 +342,11 @@ def _report(sig: CompiledSignature) -> SignatureReport:
 
 def _why_no_cluster(sig: CompiledSignature) -> str:
     """Why a signature compiled no cluster, naming the inputs or the reasons nodes stayed in TensorFlow."""
-    graph = sig.cf.graph
-    inputs = graph.inputs[:len(graph.inputs) - len(graph.captures)]
-    unknown = [f"{t.op.name} {t.shape.as_list() if t.shape.rank is not None else '(unknown rank)'}" for t in inputs
-               if t.shape.rank is None or any(d is None for d in t.shape.as_list()[1:])]
-    if unknown:
-        return (f"input(s) {', '.join(unknown)} have unknown dims other than the leading (batch) one: kernels are "
-                "compiled for static shapes or, for a None batch dim, per batch tile; any length needs symbolic "
-                "dimensions, not supported yet (tfxla_plugin.function compiles such inputs per call shape)")
+    from tfxla_plugin.batch_tiling import symbolic_dims_needed
+
+    why = symbolic_dims_needed(sig.cf)
+    if why:
+        return f"{why} (tfxla_plugin.function compiles such inputs per call shape)"
     if sig.notes:
         return "; ".join(f"cluster {name} {why}" for name, why in sig.notes.items())
     reasons = Counter(sig.compiled.analysis.unsupported().values()).most_common(3)
