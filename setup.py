@@ -1,19 +1,15 @@
-"""Installs tfxla-plugin: the packages tfxla_plugin, graph_passes, hlo, backends and the `tfxla` CLI.
+"""The one build step pyproject.toml cannot declare: compiling the TfxlaLaunch op into the built package.
 
-TensorFlow is deliberately not a hard requirement: on CPU-only machines install
-`tensorflow-cpu==2.21.*` next to this package (see README.md) so pip does not
-pull the multi-GB GPU build of `tensorflow`.
+All metadata (name, version, dependencies, extras, the `tfxla` script, packages) is in pyproject.toml.
 """
 
 import importlib.util
-import re
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).parent
-VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "tfxla_plugin" / "_version.py").read_text()).group(1)
 
 
 class BuildPyWithOp(build_py):
@@ -44,22 +40,4 @@ class BuildPyWithOp(build_py):
             self.warn(f"could not build the TfxlaLaunch op now (it will be built on first import): {e}")
 
 
-setup(
-    name="tfxla-plugin",
-    version=VERSION,
-    description="An XLA-style JIT compiler for TensorFlow, written in Python",
-    long_description=(HERE / "README.md").read_text(),
-    long_description_content_type="text/markdown",
-    python_requires=">=3.10",
-    packages=find_packages(include=["tfxla_plugin*", "graph_passes*", "hlo*", "backends*", "saved_models*"]),
-    package_data={"tfxla_plugin": ["ops/*.cc", "ops/*.h"]},
-    cmdclass={"build_py": BuildPyWithOp},
-    install_requires=["numpy>=1.26", "ml_dtypes>=0.4", "onednn-cpu-gomp==2023.2.0", "onednn-devel-cpu-gomp==2023.2.0",
-                      "tqdm>=4.60", "starlette>=0.40", "uvicorn>=0.30"],
-    extras_require={
-        "test": ["pytest>=8", "hypothesis>=6.100", "tensorboard==2.21.*", "selenium>=4.20", "httpx>=0.27",
-                 "mypy==2.4.*"],
-        "cuda": ["pycuda>=2024.1"],
-    },
-    entry_points={"console_scripts": ["tfxla=tfxla_plugin.cli:main"]},
-)
+setup(cmdclass={"build_py": BuildPyWithOp})
