@@ -5,7 +5,8 @@ installed (so SavedModels containing the op load after ``import tfxla_plugin``):
 TensorFlow is imported already, else right after ``import tensorflow`` finishes (a one-shot import
 hook, ``_AfterTensorFlowImport``), so importing the package never imports TensorFlow itself and the
 ``tfxla`` command line answers ``--help`` without it. The first registration for a TF version may
-build the op library (a few seconds, once, cached). Without TensorFlow the HLO layer works on its own.
+build the op library (a few seconds, once, cached). Without TensorFlow the HLO layer works on its own,
+and ``tfxla_plugin.function`` & co. raise an ImportError naming the package to install.
 """
 
 import importlib.abc
@@ -65,7 +66,14 @@ def __getattr__(name: str):
         import importlib
 
         module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except ImportError as e:
+            from tfxla_plugin import _requirements
+
+            if _requirements.is_tensorflow_missing(e):
+                raise _requirements.tensorflow_missing(f"tfxla_plugin.{name}") from e
+            raise
     raise AttributeError(f"module 'tfxla_plugin' has no attribute {name!r}")
 
 

@@ -31,7 +31,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ImportError as e:
+        from tfxla_plugin import _requirements
+
+        if not _requirements.is_tensorflow_missing(e):
+            raise
+        print(f"tfxla {args.command}: {_requirements.tensorflow_missing('this command')}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -11,6 +11,13 @@ import sys
 
 
 def run(args: argparse.Namespace) -> int:
+    from tfxla_plugin._requirements import MissingDependencyError, require_tensorboard
+
+    try:  # before loading or compiling anything, and before the logdir is created
+        require_tensorboard("tfxla tensorboard")
+    except MissingDependencyError as e:
+        print(f"tfxla tensorboard: {e}; nothing was written to {args.logdir}", file=sys.stderr)
+        return 1
     from tfxla_plugin.tensorboard.saved_model import SavedModelError, write_saved_model
 
     try:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import backends
 
+from tfxla_plugin._requirements import require_tensorboard
 from tfxla_plugin.tensorboard.graphs import ATTR_LIMIT, hlo_graph, original_graph, rewritten_graph
 from tfxla_plugin.tensorboard.text import clustering_table, code_block, unfence
 
@@ -94,6 +95,7 @@ class _Runs:
 
 
 def _check_logdir(logdir) -> None:
+    require_tensorboard("tfxla_plugin.tensorboard")  # before anything is written to logdir
     if logdir is None or str(logdir) == "":
         raise ValueError("tfxla_plugin.tensorboard: logdir is required (a directory to write runs into)")
     if Path(logdir).exists() and not Path(logdir).is_dir():
