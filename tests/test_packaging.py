@@ -109,8 +109,8 @@ def test_tfxla_tensorboard_without_tensorboard_says_what_to_install_and_writes_n
     assert proc.stdout.startswith("ERROR MissingDependencyError tfxla_plugin.tensorboard needs the tensorboard "
                                   'package, which is not installed: pip install "tensorboard==2.21.*"'), proc
     assert proc.returncode == 1, proc
-    assert "tfxla tensorboard: tfxla tensorboard needs the tensorboard package, which is not installed: " \
-           f'pip install "tensorboard==2.21.*"' in proc.stderr, proc.stderr
+    assert "tfxla tensorboard: this command needs the tensorboard package, which is not installed: " \
+           'pip install "tensorboard==2.21.*"' in proc.stderr, proc.stderr
     assert f"nothing was written to {logdir}" in proc.stderr
     assert not logdir.exists()
 

@@ -14,7 +14,7 @@ def run(args: argparse.Namespace) -> int:
     from tfxla_plugin._requirements import MissingDependencyError, require_tensorboard
 
     try:  # before loading or compiling anything, and before the logdir is created
-        require_tensorboard("tfxla tensorboard")
+        require_tensorboard("this command")
     except MissingDependencyError as e:
         print(f"tfxla tensorboard: {e}; nothing was written to {args.logdir}", file=sys.stderr)
         return 1
