@@ -1,5 +1,5 @@
 """``tfxla run``: outputs equal calling the loaded signature directly (in process and in a real
-subprocess); every user error is exit status 1 with a one-line message naming what is wrong."""
+subprocess) and print as ``saved_model_cli run`` prints them (also for ``--input_examples``); every user error is exit status 1 with a one-line message naming what is wrong."""
 
 from __future__ import annotations
 
@@ -50,14 +50,65 @@ def _run(capsys, *argv):
     return code, captured.out, captured.err
 
 
-def test_input_exprs_print_each_output(mlp, capsys):
+def _saved_model_cli_run(path, *argv) -> str:
+    """What TF's own ``saved_model_cli run`` prints (a subprocess: it parses absl flags)."""
+    done = subprocess.run([sys.executable, "-m", "tensorflow.python.tools.saved_model_cli", "run", "--dir", str(path),
+                           "--tag_set", "serve", "--signature_def", "serving_default", *map(str, argv)],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def _numbers(text: str) -> np.ndarray:
+    return np.array([float(t) for t in text.replace("[", " ").replace("]", " ").split()], np.float32)
+
+
+def test_input_exprs_print_each_output(mlp, tmp_path, capsys):
     code, out, err = _run(capsys, "--dir", mlp, "--input_exprs", "x=np.linspace(-1, 1, 2 * 784).reshape(2, 784)")
     assert code == 0, err
     want = _direct(mlp, x=np.linspace(-1, 1, 2 * 784).reshape(2, 784).astype(np.float32))["output_0"]
     header, _, values = out.partition("\n")
-    assert header == "Result for output key output_0: shape (2, 10), dtype float32"
-    printed = np.array([float(t) for t in values.replace("[", " ").replace("]", " ").split()], np.float32)
-    np.testing.assert_allclose(printed.reshape(2, 10), want, rtol=1e-6, atol=1e-7)
+    assert header == "Result for output key output_0:"
+    np.testing.assert_allclose(_numbers(values).reshape(2, 10), want, rtol=1e-6, atol=1e-7)
+    # saved_model_cli prints the same header line and values for the same inputs
+    np.save(tmp_path / "x.npy", np.linspace(-1, 1, 2 * 784).reshape(2, 784).astype(np.float32))
+    theirs = _saved_model_cli_run(mlp, "--inputs", f"x={tmp_path / 'x.npy'}")
+    their_header, _, their_values = theirs.partition("\n")
+    assert their_header == header
+    np.testing.assert_allclose(_numbers(values), _numbers(their_values), rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def parses_examples(tmp_path_factory):
+    """A SavedModel whose input is serialized tf.train.Examples with features a: float [2], b: int64 [1]."""
+    path = tmp_path_factory.mktemp("examples") / "model"
+    module = tf.Module()
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve(examples):
+        f = tf.io.parse_example(examples, {"a": tf.io.FixedLenFeature([2], tf.float32),
+                                           "b": tf.io.FixedLenFeature([1], tf.int64)})
+        return {"s": tf.reduce_sum(f["a"], 1) + tf.cast(f["b"][:, 0], tf.float32)}
+
+    tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
+    return path
+
+
+def test_input_examples_like_saved_model_cli(parses_examples, capsys):
+    examples = 'examples=[{"a": [1.0, 2.5], "b": [3]}, {"a": [0.5, 0.25], "b": [-1]}]'
+    code, out, err = _run(capsys, "--dir", parses_examples, "--input_examples", examples)
+    assert code == 0, err
+    header, _, values = out.partition("\n")
+    assert header == "Result for output key s:"
+    np.testing.assert_array_equal(_numbers(values), [6.5, -0.25])
+    assert out == _saved_model_cli_run(parses_examples, "--input_examples", examples)
+    for bad, message in [('examples=[1]', "each example must be a dict of feature lists, not int"),
+                         ('examples=[{"a": 1.0}]', "feature 'a' must be a non-empty list"),
+                         ('examples=[{"a": [None]}]', "type NoneType is not a tf.train.Feature type"),
+                         ('examples=__import__("os")', "--input_examples examples: not a Python literal"),
+                         ('examples={"a": [1.0]}', "expected a list of dicts, not dict")]:
+        code, out, err = _run(capsys, "--dir", parses_examples, "--input_examples", bad)
+        assert (code, out) == (1, "") and err.startswith("tfxla run: ") and message in err, err
 
 
 def test_inputs_from_files_saved_to_outdir(two_inputs, tmp_path, capsys):
@@ -73,7 +124,7 @@ def test_inputs_from_files_saved_to_outdir(two_inputs, tmp_path, capsys):
     assert sorted(os.listdir(outdir)) == ["picked.npy", "scaled.npy"]
     for key, value in want.items():
         np.testing.assert_array_equal(np.load(outdir / f"{key}.npy"), value)
-        assert f"Output {key} " in out
+        assert f"Result for output key {key}:\n" in out and f"Output {key} is saved to {outdir / key}.npy\n" in out
     # existing files need --overwrite; ';' separates items as in saved_model_cli; exprs override files
     code, _, err = _run(capsys, "--dir", two_inputs, "--inputs", f"x={tmp_path / 'x.npy'}",
                         "--input_exprs", "ids=[1, 1, 1, 1];x=np.ones((4, 3))", "--outdir", outdir)

@@ -5,9 +5,13 @@ line on stderr and exit 1, never a traceback, and names no file outside the mode
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -51,23 +55,58 @@ def test_json_matches_the_loaded_signatures(models, capsys, style):
     assert doc["wrapped"] is None and doc["tag_sets"] == [["serve"]]
 
 
-def test_text_lists_inputs_and_outputs(models, capsys):
-    code, out, _ = _show(capsys, "--dir", models["export"], "--signature_def", "serving_default")
+def _saved_model_cli(*argv) -> list[str]:
+    """What TF's own ``saved_model_cli show`` prints (run as a subprocess: it parses absl flags)."""
+    done = subprocess.run([sys.executable, "-m", "tensorflow.python.tools.saved_model_cli", "show", *map(str, argv)],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.splitlines()
+
+
+def _ops_as_sets(lines: list[str]) -> list:
+    """The ``--list_ops`` line prints a Python set (in any order): compare it as a set."""
+    marker = " contains the following ops: "
+    return [(line.split(marker)[0], ast.literal_eval(line.split(marker)[1])) if marker in line else line
+            for line in lines]
+
+
+@pytest.mark.parametrize("args", [(), ("--tag_set", "serve"), ("--tag_set", "serve", "--signature_def", "serving_default"),
+                                  ("--tag_set", "serve", "--signature_def", "__saved_model_init_op"),
+                                  ("--tag_set", "serve", "--list_ops"), ("--list_ops",), ("--all",)])
+def test_text_is_saved_model_clis(models, capsys, args):
+    """The same lines as ``saved_model_cli show`` for the same flags (``--all``: up to its "Concrete
+    Functions" listing, which needs the model loaded and which we do not print)."""
+    code, out, err = _show(capsys, "--dir", models["export"], *args)
+    assert code == 0, err
+    want = _saved_model_cli("--dir", models["export"], *args)
+    if "--all" in args:
+        want = want[:want.index("Concrete Functions:")]
+        while want and not want[-1]:
+            want.pop()
+    assert _ops_as_sets(out.splitlines()) == _ops_as_sets(want)
+    assert "Wrapped by" not in out  # our extras only behind our own flags
+
+
+def test_text_spells_saved_model_clis_format(models, capsys):
+    code, out, _ = _show(capsys, "--dir", models["export"], "--tag_set", "serve", "--signature_def", "serving_default")
     assert code == 0
     assert out.splitlines() == [
-        "signature_def['serving_default']:",
-        "  The given SavedModel SignatureDef contains the following input(s):",
-        "    inputs['x'] tensor_info:", "        dtype: float32", "        shape: (-1, 784)",
-        "  The given SavedModel SignatureDef contains the following output(s):",
-        "    outputs['output_0'] tensor_info:", "        dtype: float32", "        shape: (-1, 10)"]
-    code, out, _ = _show(capsys, "--dir", models["export"], "--all")
-    assert out.startswith("MetaGraphDef with tag-set: 'serve' contains the following SignatureDefs:")
-    assert "signature_def['serve']:" in out and "        name: serving_default_x:0" in out
-    assert "  Method name is: tensorflow/serving/predict" in out
+        "The given SavedModel SignatureDef contains the following input(s):",
+        "  inputs['x'] tensor_info:", "      dtype: DT_FLOAT", "      shape: (-1, 784)",
+        "      name: serving_default_x:0",
+        "The given SavedModel SignatureDef contains the following output(s):",
+        "  outputs['output_0'] tensor_info:", "      dtype: DT_FLOAT", "      shape: (-1, 10)",
+        "      name: StatefulPartitionedCall_1:0",
+        "Method name is: tensorflow/serving/predict"]
+    code, out, _ = _show(capsys, "--dir", models["export"])
+    assert out.splitlines() == ["The given SavedModel contains the following tag-sets:", "'serve'"]
+    code, out, _ = _show(capsys, "--dir", models["export"], "--tfxla")
+    assert code == 0 and out.endswith("\n\nNot wrapped by tfxla-plugin (no assets/tfxla_manifest.json)\n")
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--signature_def", "predict"], "no signature 'predict'; signatures: serving_default"),
+    (["--tag_set", "serve", "--signature_def", "predict"], "no signature 'predict'; signatures: "),
+    (["--signature_def", "predict", "--tfxla"], "no signature 'predict'; signatures: serving_default"),
     (["--tag_set", "serve,gpu"], "no MetaGraphDef with tag-set 'serve,gpu'; tag-sets: serve"),
 ])
 def test_errors(models, capsys, args, message):
@@ -143,7 +182,7 @@ def wrapped(models, tmp_path):
 def test_wrapped_text(wrapped, capsys):
     path, manifest, _, so, c = wrapped
     clustering = manifest["signatures"]["serving_default"]["clustering"]
-    code, out, err = _show(capsys, "--dir", path, "--signature_def", "serving_default")
+    code, out, err = _show(capsys, "--dir", path, "--signature_def", "serving_default", "--tfxla")
     assert code == 0, err
     assert "Wrapped by tfxla-plugin 0.1.0 (tfxla-wrapped-savedmodel/1): TF " in out
     assert "backend cpu, jit_compile auto, variables kept as variables" in out
@@ -191,7 +230,7 @@ def test_show_does_not_need_the_model_to_load(wrapped, capsys):
     """A wrapped model shows from its files alone (here its variables are gone)."""
     path, *_ = wrapped
     shutil.rmtree(path / "variables")
-    code, out, _ = _show(capsys, "--dir", path)
+    code, out, _ = _show(capsys, "--dir", path, "--tfxla")
     assert code == 0 and "cluster_0: 42 HLO ops" in out
 
 
@@ -238,10 +277,12 @@ def test_a_malformed_manifest_is_one_clear_line(wrapped, capsys, field, value, m
                          else json.dumps(value).encode())
     else:
         file.write_text(json.dumps(_set(manifest, field, value)))
-    for fmt in ("text", "json"):
-        code, out, err = _show(capsys, "--dir", path, "--format", fmt)
+    for flags in (["--tfxla"], ["--format", "json"]):
+        code, out, err = _show(capsys, "--dir", path, *flags)
         assert (code, out) == (1, "") and err.startswith(f"tfxla show: --dir {path}: ") and message in err, err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and "/etc" not in err
+    code, out, _ = _show(capsys, "--dir", path)  # saved_model_cli's part reads no manifest
+    assert code == 0 and out.splitlines() == ["The given SavedModel contains the following tag-sets:", "'serve'"]
 
 
 def test_links_out_of_the_model_directory_are_not_followed(wrapped, tmp_path, capsys):
@@ -251,7 +292,7 @@ def test_links_out_of_the_model_directory_are_not_followed(wrapped, tmp_path, ca
     kernel = path / "assets" / "k_aaaaaaaaaaaa.so"
     kernel.unlink()
     kernel.symlink_to(secret)
-    code, out, err = _show(capsys, "--dir", path)
+    code, out, err = _show(capsys, "--dir", path, "--tfxla")
     assert (code, out) == (1, "") and err == (f"tfxla show: --dir {path}: assets/k_aaaaaaaaaaaa.so leads outside the "
                                               f"model directory (a link); not shown\n")
     manifest_file = path / "assets" / "tfxla_manifest.json"
@@ -294,7 +335,7 @@ def test_show_and_run_a_model_wrapped_by_tfxla(models, tmp_path, capsys):
             file = path / "assets" / manifest["kernels"][key][kind]
             assert kernel[kind]["bytes"] == file.stat().st_size > 0
         assert kernel["so"]["sha256"] == hashlib.sha256((path / "assets" / kernel["so"]["file"]).read_bytes()).hexdigest()
-    code, out, _ = _show(capsys, "--dir", path)
+    code, out, _ = _show(capsys, "--dir", path, "--tfxla")
     assert code == 0 and f"{clustering['nodes_clustered']} of {clustering['nodes_total']} nodes clustered" in out
     x = saved_models.example_inputs(models["export"], 3)["x"]
     np.save(tmp_path / "x.npy", x)

@@ -242,7 +242,7 @@ def test_cli_wrap_with_the_cuda_backend_and_show(source_model, wrapped, tmp_path
     assert cli_main(["wrap", "--dir", str(source_model), "--output_dir", str(out), "--quiet",
                      "--backend", "cuda"]) == 0
     capsys.readouterr()
-    assert cli_main(["show", "--dir", str(out)]) == 0
+    assert cli_main(["show", "--dir", str(out), "--tfxla"]) == 0
     text = capsys.readouterr().out
     assert "backend cuda" in text and ".cu " in text and ", .c " not in text
 

@@ -2,16 +2,19 @@
 ``saved_model_cli run``.
 
     tfxla run --dir D [--tag_set serve] [--signature_def serving_default]
-              (--inputs 'x=in.npy;y=in.npz[key]' | --input_exprs 'x=np.ones((2, 784))') [--outdir DIR] [--overwrite]
+              (--inputs 'x=in.npy;y=in.npz[key]' | --input_exprs 'x=np.ones((2, 784))' |
+               --input_examples 'x=[{"f": [1.0, 2.0]}]') [--outdir DIR] [--overwrite]
 
 Items are separated by ``;`` (as in ``saved_model_cli``) or by a ``,`` followed by the next
 ``name=``. ``--inputs`` reads ``.npy``/``.npz`` files with ``numpy.load`` (no pickles);
 ``--input_exprs`` evaluates each expression with ``np`` as the only name (no builtins) and
-overrides ``--inputs`` for the same key. Inputs are checked against the signature before running:
+overrides ``--inputs`` for the same key; ``--input_examples`` feeds a string input serialized
+``tf.train.Example``s built from literal feature dicts (as ``saved_model_cli`` does). Inputs are checked against the signature before running:
 every input given and known, dtypes convertible without changing kind (``float64`` to
 ``float32`` is fine, ``float`` to ``int32`` is not; integers must fit), shapes compatible. The
 model is loaded with ``tf.saved_model.load`` after ``import tfxla_plugin`` (so wrapped models
-load). Each output is printed with its shape and dtype, or saved as ``OUTDIR/<key>.npy``.
+load). Each output is printed as ``saved_model_cli run`` prints it (``Result for output key K:`` and
+the array) and, with ``--outdir``, also saved as ``OUTDIR/<key>.npy``.
 Every user error is one line on stderr and exit status 1.
 """
 
@@ -107,6 +110,57 @@ def parse_input_exprs(text: str) -> dict:
     return feeds
 
 
+def _example(key: str, features) -> bytes:
+    """One serialized ``tf.train.Example`` of ``{feature: [values]}`` (as ``saved_model_cli`` builds it:
+    the first value's type picks float_list, bytes_list or int64_list)."""
+    from tensorflow.core.example import example_pb2
+
+    if not isinstance(features, dict):
+        raise SavedModelError(f"--input_examples {key}: each example must be a dict of feature lists, not "
+                              f"{type(features).__name__}")
+    example = example_pb2.Example()
+    for name, values in features.items():
+        if not isinstance(values, list) or not values:
+            raise SavedModelError(f"--input_examples {key}: feature {name!r} must be a non-empty list")
+        feature = example.features.feature[name]
+        first = values[0]
+        try:
+            if isinstance(first, float):
+                feature.float_list.value.extend(values)
+            elif isinstance(first, (str, bytes)):
+                feature.bytes_list.value.extend(v.encode("utf8") if isinstance(v, str) else v for v in values)
+            elif isinstance(first, int) and not isinstance(first, bool):
+                feature.int64_list.value.extend(values)
+            else:
+                raise TypeError(f"type {type(first).__name__} is not a tf.train.Feature type")
+        except (TypeError, ValueError, AttributeError) as e:
+            raise SavedModelError(f"--input_examples {key}: feature {name!r}: {e}") from None
+    return example.SerializeToString()
+
+
+def parse_input_examples(text: str) -> dict:
+    """``--input_examples``: key -> string array of serialized ``tf.train.Example``s, from a Python
+    literal list of ``{feature: [values]}`` dicts (read with ``ast.literal_eval``: no code runs)."""
+    import ast
+
+    import numpy as np
+
+    feeds = {}
+    for item in split_items(text):
+        key, sep, literal = item.partition("=")
+        if not sep or not key.strip() or not literal.strip():
+            raise SavedModelError(f"--input_examples {item!r}: expected <input_key>=[{{feature: [values]}}, ...]")
+        key = key.strip()
+        try:
+            examples = ast.literal_eval(literal.strip())
+        except (ValueError, SyntaxError) as e:
+            raise SavedModelError(f"--input_examples {key}: not a Python literal: {_first_line(e)}") from None
+        if not isinstance(examples, list):
+            raise SavedModelError(f"--input_examples {key}: expected a list of dicts, not {type(examples).__name__}")
+        feeds[key] = np.array([_example(key, e) for e in examples], dtype=object)
+    return feeds
+
+
 def _numpy_dtype(info: TensorInfo):
     import tensorflow as tf
 
@@ -193,23 +247,23 @@ def execute(args: argparse.Namespace) -> int:
         raise SavedModelError(f"--dir {path}: no signature {args.signature_def!r}; signatures: "
                               f"{', '.join(signatures) or 'none'}")
     sig = signatures[args.signature_def]
-    if not args.inputs and not args.input_exprs and sig.inputs:
+    if not args.inputs and not args.input_exprs and not args.input_examples and sig.inputs:
         raise SavedModelError(f"no inputs given; signature {sig.name!r} expects: {', '.join(sig.inputs)} "
-                              f"(use --inputs or --input_exprs)")
+                              f"(use --inputs, --input_exprs or --input_examples)")
     feeds = parse_inputs(args.inputs or "")
     feeds.update(parse_input_exprs(args.input_exprs or ""))
+    feeds.update(parse_input_examples(args.input_examples or ""))
     feeds = check_feeds(feeds, sig)
     paths = _output_paths(args.outdir, sig.outputs, args.overwrite) if args.outdir else {}
     outputs = run_signature(path, args.tag_set, sig.name, feeds)
     if args.outdir:
         os.makedirs(args.outdir, exist_ok=True)
-    for key, value in outputs.items():
+    for key, value in outputs.items():  # saved_model_cli run's lines
+        print(f"Result for output key {key}:\n{value}")
         if args.outdir:
             target = paths.get(key) or _output_paths(args.outdir, [key], args.overwrite)[key]
             np.save(target, value)
-            print(f"Output {key} (shape {value.shape}, dtype {value.dtype}) is saved to {target}")
-        else:
-            print(f"Result for output key {key}: shape {value.shape}, dtype {value.dtype}\n{value}")
+            print(f"Output {key} is saved to {target}")
     return 0
 
 
@@ -232,6 +286,9 @@ def register(sub) -> None:
     p.add_argument("--input_exprs", default="",
                    help="'key=np.ones((2, 3));key2=[1, 2]': NumPy expressions (np is the only name); "
                         "override --inputs")
+    p.add_argument("--input_examples", default="",
+                   help="'key=[{\"feature\": [1.0, 2.0]}]': lists of tf.train.Example feature dicts, fed "
+                        "serialized (as saved_model_cli does)")
     p.add_argument("--outdir", default=None, help="save each output as OUTDIR/<key>.npy instead of printing it")
     p.add_argument("--overwrite", action="store_true", help="replace existing output files in --outdir")
     p.set_defaults(func=run)

@@ -1,7 +1,9 @@
-"""``tfxla show``: a SavedModel's signatures (like ``saved_model_cli show``) and, for a model wrapped by
-tfxla-plugin, its clusters, kernels and coverage from the manifest.
+"""``tfxla show``: a SavedModel's tag-sets, signatures and ops in ``saved_model_cli show``'s text (the
+same flags: ``smcli_format``) and, behind our own flags, a wrapped model's clusters, kernels and
+coverage from its manifest (``--tfxla``), clustering summaries (``--clusters``) and JSON (``--format json``).
 
-    tfxla show --dir D [--tag_set serve] [--signature_def NAME] [--all] [--clusters] [--format text|json]
+    tfxla show --dir D [--tag_set serve [--signature_def NAME]] [--all] [--list_ops]
+               [--tfxla] [--clusters] [--format text|json]
 
 Signatures are read from ``saved_model.pb`` without loading the model (so a wrapped model shows
 even where its op library is missing). ``--clusters`` prints the clustering summary: the stored one
@@ -22,6 +24,7 @@ from functools import cache
 from pathlib import Path
 
 import backends
+from tfxla_plugin.commands import smcli_format
 
 INTERNAL_SIGNATURES = ("__saved_model_init_op",)  # not callable; saved_model_cli lists it, we do not
 MANIFEST = os.path.join("assets", "tfxla_manifest.json")
@@ -370,25 +373,19 @@ def _first_line(e: BaseException) -> str:
 
 # --- the command --------------------------------------------------------------------------------
 
-def _signature_text(sig: SignatureInfo, detail: bool) -> list[str]:
-    lines = [f"signature_def['{sig.name}']:"]
-    for title, tensors in (("input", sig.inputs), ("output", sig.outputs)):
-        lines.append(f"  The given SavedModel SignatureDef contains the following {title}(s):")
-        for key, t in tensors.items():
-            lines.append(f"    {title}s['{key}'] tensor_info:")
-            lines.append(f"        dtype: {t.dtype}")
-            lines.append(f"        shape: {t.shape_text()}")
-            if detail:
-                lines.append(f"        name: {t.name}")
-    if detail:
-        lines.append(f"  Method name is: {sig.method}")
-    return lines
-
-
 def show(args: argparse.Namespace) -> int:
     path = check_dir(args.dir)
     proto = read_saved_model(path)
-    signatures = select(read_signatures(path, args.tag_set), args.signature_def, path)
+    tag_set = args.tag_set or "serve"  # our extras read one tag-set
+    ours = args.tfxla or args.clusters or args.format == "json"
+    if ours:
+        signatures = select(read_signatures(path, tag_set), args.signature_def, path)
+    elif args.signature_def is not None and args.tag_set is not None and not args.all:
+        select(meta_graph(proto, args.tag_set, path).signature_def, args.signature_def, path)
+    lines = [] if args.format == "json" else smcli_format.show_lines(proto, args, meta_graph, path)
+    if not ours:
+        print("\n".join(lines))
+        return 0
     manifest = read_manifest(path)
     wrapped = wrapped_json(path, manifest, list(signatures)) if manifest is not None else None
     clusters = {}
@@ -400,33 +397,18 @@ def show(args: argparse.Namespace) -> int:
                     render_clustering(stored, f"--dir {path}: signature {name!r}: ") if stored
                     else "no clustering summary stored for this signature")
             else:
-                clusters[name] = analyze_plain(path, args.tag_set, name, sig, args.format)
+                clusters[name] = analyze_plain(path, tag_set, name, sig, args.format)
     if args.format == "json":
-        doc = {"dir": str(path), "tag_sets": [list(t) for t in tag_sets(proto)], "tag_set": args.tag_set,
+        doc = {"dir": str(path), "tag_sets": [list(t) for t in tag_sets(proto)], "tag_set": tag_set,
                "signatures": {k: v.to_json() for k, v in signatures.items()}, "wrapped": wrapped}
         if args.clusters:
             doc["clusters"] = clusters
         print(json.dumps(doc, indent=2))
         return 0
-    lines = []
-    if args.all:  # every tag-set, as saved_model_cli show --all does
-        for tags in tag_sets(proto):
-            tag_set = ",".join(tags)
-            lines.append(f"MetaGraphDef with tag-set: '{tag_set}' contains the following SignatureDefs:")
-            lines.append("")
-            chosen = {k: v for k, v in read_signatures(path, tag_set).items()
-                      if args.signature_def in (None, k)}
-            for sig in chosen.values():
-                lines.extend(_signature_text(sig, detail=True))
-                lines.append("")
-    else:
-        for sig in signatures.values():
-            lines.extend(_signature_text(sig, detail=False))
-    if not signatures:
-        lines.append(f"no signatures under tag-set {args.tag_set!r}")
-    if wrapped is not None:
+    if args.tfxla:
         lines.append("")
-        lines.extend(wrapped_text(wrapped))
+        lines.extend(wrapped_text(wrapped) if wrapped is not None else
+                     [f"Not wrapped by tfxla-plugin (no {MANIFEST})"])
     for name, text in clusters.items():
         lines.append("")
         lines.append(f"Clusters of signature_def['{name}']" + ("" if manifest is not None else
@@ -446,15 +428,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("show", help="show a SavedModel's signatures; for a wrapped model also its clusters, "
-                                    "kernels and coverage",
-                       description="Show a SavedModel's signatures (like saved_model_cli show). For a model "
-                                   "wrapped by tfxla-plugin also its clusters, kernels and coverage.")
+    p = sub.add_parser("show", help="show a SavedModel's tag-sets, signatures and ops (like saved_model_cli show); "
+                                    "--tfxla: a wrapped model's clusters, kernels and coverage",
+                       description="Show a SavedModel's tag-sets, signatures and ops with saved_model_cli show's "
+                                   "flags and text. Our extras: --tfxla (a wrapped model's manifest: clusters, "
+                                   "kernels, coverage), --clusters, --format json.")
     p.add_argument("--dir", required=True, help="the SavedModel directory")
-    p.add_argument("--tag_set", default="serve", help="tag-set of the MetaGraphDef, comma-separated (default serve)")
-    p.add_argument("--signature_def", default=None, help="show only this signature (default: all)")
-    p.add_argument("--all", action="store_true", help="also tensor names and method names (saved_model_cli "
-                                                      "show --all style)")
+    p.add_argument("--tag_set", default=None,
+                   help="tag-set of the MetaGraphDef, comma-separated: list its SignatureDef keys (without it: "
+                        "list the tag-sets; our extras read serve)")
+    p.add_argument("--signature_def", default=None, help="with --tag_set: this SignatureDef's inputs and outputs")
+    p.add_argument("--all", action="store_true", help="every tag-set, SignatureDef and op (saved_model_cli show --all)")
+    p.add_argument("--list_ops", action="store_true", help="with --tag_set or --all: the ops the MetaGraph uses")
+    p.add_argument("--tfxla", action="store_true",
+                   help="tfxla-plugin's extra: after saved_model_cli's text, a wrapped model's manifest (checked): "
+                        "backend, clusters, kernels and coverage")
     p.add_argument("--clusters", action="store_true",
                    help="print the clustering summary: stored (wrapped model) or computed by compiling the "
                         "signature with jit_compile=auto at batch 1 (plain model)")
