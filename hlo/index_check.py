@@ -34,6 +34,7 @@ One compare per index component, never per output element.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -156,21 +157,14 @@ def scatter_structure_problem(kind: IndexCheck, operand_dims: Sequence[int], ind
     return None
 
 
-def _prod(dims: Sequence[int]) -> int:
-    out = 1
-    for n in dims:
-        out *= n
-    return out
-
-
 def scatter_shape_problem(kind: IndexCheck, operand_dims: Sequence[int], indices_dims: Sequence[int],
                           updates_elements: int, node: str) -> str | None:
     """TF's message for a scatter that fails on its shapes alone (whatever the indices), or None."""
-    rows_or_updates = _prod(indices_dims) or updates_elements
-    outputs = _prod(operand_dims)
+    rows_or_updates = math.prod(indices_dims) or updates_elements
+    outputs = math.prod(operand_dims)
     room = len(operand_dims) if kind is IndexCheck.TF_SCATTER_ND else outputs
     message = None
-    if rows_or_updates and not (_prod(indices_dims) and updates_elements and room):
+    if rows_or_updates and not (math.prod(indices_dims) and updates_elements and room):
         message = "Indices and updates specified for empty output shape"
     elif not operand_dims:
         message = "Output must be at least 1-D, got shape: []"
@@ -192,10 +186,10 @@ def scatter_violation(kind: IndexCheck, operand_dims: Sequence[int], indices: np
     """TF's message for a scatter that ``kind`` refuses (its shapes, else its last bad index row), or None."""
     indices = np.asarray(indices).astype(np.int64)
     problem = scatter_shape_problem(kind, operand_dims, indices.shape, updates_elements, node)
-    if problem or not _prod(operand_dims):
+    if problem or not math.prod(operand_dims):
         return problem
     rows_dims, q = indices.shape[:-1], indices.shape[-1]
-    rows = indices.reshape(_prod(rows_dims), q)
+    rows = indices.reshape(math.prod(rows_dims), q)
     limits = np.array(operand_dims[:q], np.int64)
     bad = np.flatnonzero(np.any((rows < 0) | (rows >= limits), axis=-1))
     if not bad.size:

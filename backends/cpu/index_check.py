@@ -19,6 +19,7 @@ bodies, conditionals) pass a nonzero status on.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 from backends.codegen.abi import STATUS_INVALID_ARGUMENT
@@ -83,13 +84,6 @@ def _format(template: str, fields: dict[str, str]) -> str:
     return c_string(text)
 
 
-def _prod(dims: Sequence[int]) -> int:
-    out = 1
-    for n in dims:
-        out *= n
-    return out
-
-
 def _emit_check(buf: IndentedBuffer, names: Names, gather: HloInstruction, operand, indices, read: Reader) -> None:
     kind = gather.attr("index_check")
     node = spec.node_name(gather)
@@ -100,7 +94,7 @@ def _emit_check(buf: IndentedBuffer, names: Names, gather: HloInstruction, opera
         row_dims, depth = tuple(indices.dims), None
     else:
         row_dims, depth = tuple(indices.dims[:-1]), indices.dims[-1]
-        if _prod(row_dims) == 0:
+        if math.prod(row_dims) == 0:
             return
         if operand.num_elements == 0:
             _emit_failure(buf, f"%{gather.name} ({kind.value}): index rows into an empty operand",
@@ -150,7 +144,7 @@ def _emit_rows_check(buf: IndentedBuffer, names: Names, what: str, row_dims: tup
     """Check index component k of every row against ``limits[k]``: a branch-free (vectorized) pass, and only
     on failure a second pass that finds the first (``last``: the last) bad row in row-major order and
     fails with ``template`` (spec text with ``@P@`` for the position, ``@Vk@`` for component k)."""
-    if not limits or _prod(row_dims) == 0:
+    if not limits or math.prod(row_dims) == 0:
         return
     buf.line(f"/* {what} */")
     with buf.block(""):

@@ -6,6 +6,8 @@ A nest is split when its work (output elements times ``inner_work``) reaches the
 
 from __future__ import annotations
 
+import math
+
 from hlo.ir import HloInstruction, HloModule
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape
@@ -42,12 +44,12 @@ def inner_work(module: HloModule, inst: HloInstruction) -> int:
     for i in insts:
         if i.opcode is Opcode.REDUCE:
             src = module_shape(module, inst, i, 0)
-            work = max(work, _prod(src.dims[d] for d in i.attr("dimensions")) if src else 1)
+            work = max(work, math.prod(src.dims[d] for d in i.attr("dimensions")) if src else 1)
         elif i.opcode is Opcode.DOT:
             src = module_shape(module, inst, i, 0)
-            work = max(work, _prod(src.dims[d] for d in i.attr("lhs_contracting_dims", ())) if src else 1)
+            work = max(work, math.prod(src.dims[d] for d in i.attr("lhs_contracting_dims", ())) if src else 1)
         elif i.opcode in (Opcode.CONVOLUTION, Opcode.REDUCE_WINDOW):
-            work = max(work, _prod(d.size for d in i.attr("window").dims) * 16)
+            work = max(work, math.prod(d.size for d in i.attr("window").dims) * 16)
     return work
 
 
@@ -57,10 +59,3 @@ def module_shape(module: HloModule, outer: HloInstruction, inst: HloInstruction,
         shape = comp[inst.operands[k]].shape
         return shape if isinstance(shape, Shape) else None
     return None
-
-
-def _prod(values) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out
