@@ -69,7 +69,10 @@ class CompilerOptions:
         cmd += [f"-fsanitize={s}" for s in self.sanitize]
         cmd += [f"-I{d}" for d in self.include_dirs] + list(self.extra_flags)
         cmd += [source, "-o", output]
+        # DT_RPATH, not DT_RUNPATH: it also finds what those libraries need from their own directory
+        # (oneDNN's TBB build needs libtbb and libimf beside it and has no rpath of its own).
         cmd += [f"-L{d}" for d in self.library_dirs] + [f"-Wl,-rpath,{d}" for d in self.library_dirs]
+        cmd += ["-Wl,--disable-new-dtags"] if self.library_dirs else []
         cmd += list(self.libraries)
         return cmd
 

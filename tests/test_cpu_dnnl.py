@@ -201,7 +201,7 @@ def test_disabled_or_missing_library_uses_the_elemental_loops(cache, monkeypatch
     assert not uses_dnnl(first)
     check_numbers(first, rtol=1e-5)
     warnings = [r for r in caplog.records if "oneDNN 3.x not found" in r.getMessage()]
-    assert len(warnings) == 1 and "pip install onednn-cpu-gomp==2023.2.0" in warnings[0].getMessage()
+    assert len(warnings) == 1 and "pip install onednn-cpu-tbb==2023.2.0" in warnings[0].getMessage()
 
 
 def test_discovery_is_relative_to_the_prefix(tmp_path) -> None:
@@ -209,6 +209,32 @@ def test_discovery_is_relative_to_the_prefix(tmp_path) -> None:
     found = dnnl.find_install([sys.prefix])
     assert found is not None and found.version[0] == 3
     assert found.lib_dir.startswith(sys.prefix) and found.include_dir.startswith(sys.prefix)
+
+
+def _fake_install(root, runtime: str) -> None:
+    inc = root / "include" / "oneapi" / "dnnl"
+    inc.mkdir(parents=True)
+    (inc / "dnnl.h").write_text("")
+    (inc / "dnnl_version.h").write_text("#define DNNL_VERSION_MAJOR 3\n#define DNNL_VERSION_MINOR 2\n"
+                                        "#define DNNL_VERSION_PATCH 0\n")
+    (inc / "dnnl_config.h").write_text(f"#define DNNL_CPU_RUNTIME DNNL_RUNTIME_{runtime}\n")
+    (root / "lib").mkdir()
+    (root / "lib" / "libdnnl.so.3").write_bytes(b"")
+
+
+def test_discovery_reads_the_threading_runtime(tmp_path, monkeypatch, caplog) -> None:
+    """The install here is the TBB build; an OpenMP build is found too, with one warning saying why not."""
+    assert dnnl.find_install([sys.prefix]).runtime == "tbb"
+    _fake_install(tmp_path, "OMP")
+    found = dnnl.find_install([tmp_path])
+    assert found is not None and found.runtime == "omp" and found.library == ":libdnnl.so.3"
+    monkeypatch.setattr(dnnl, "_cached_install", lambda: found)
+    monkeypatch.setattr(dnnl, "_warned", False)
+    with caplog.at_level(logging.WARNING, logger="tfxla_plugin"):
+        assert dnnl.installation() is found and dnnl.installation() is found
+    warnings = [r.getMessage() for r in caplog.records if "threading runtime" in r.getMessage()]
+    assert len(warnings) == 1 and "uses the omp threading runtime, not TBB" in warnings[0]
+    assert "pip install onednn-cpu-tbb==2023.2.0" in warnings[0]
 
 
 def test_shared_object_loads_without_library_path(cache) -> None:

@@ -26,8 +26,7 @@ def rebuild_options(source: str) -> "CompilerOptions":
         return CompilerOptions()
     install = dnnl.installation()
     if install is None:
-        raise RuntimeError("the kernel uses oneDNN, which is not installed here "
-                           "(pip install onednn-cpu-gomp==2023.2.0 onednn-devel-cpu-gomp==2023.2.0)")
+        raise RuntimeError(f"the kernel uses oneDNN, which is not installed here ({dnnl.INSTALL})")
     # what compiler_options_for reads of a GeneratedKernel: the libraries and directories it needs
     needs = SimpleNamespace(libraries=dnnl.LIBRARIES(install), include_dirs=(install.include_dir,),
                             library_dirs=(install.lib_dir,))

@@ -1,10 +1,16 @@
 """oneDNN for the CPU backend: finding the library, and emitting its primitives into generated C.
 
-Discovery: oneDNN 3.x (PyPI ``onednn-cpu-gomp`` + ``onednn-devel-cpu-gomp``) puts
-``libdnnl.so`` in ``<prefix>/lib`` and ``oneapi/dnnl/dnnl.h`` in ``<prefix>/include``;
-``installation()`` looks under ``$TFXLA_DNNL_ROOT``, ``sys.prefix`` (a venv) and
-``sys.base_prefix``. When it is absent, dot and convolution use the elemental
-loops and one warning goes to the ``tfxla_plugin`` logger; nothing here raises.
+Discovery: oneDNN 3.x built with its TBB runtime (PyPI ``onednn-cpu-tbb`` +
+``onednn-devel-cpu-tbb``, with ``tbb`` and the Intel compiler runtime ``intel-cmplr-lib-rt``
+that library needs: ``INSTALL``) puts ``libdnnl.so`` in ``<prefix>/lib`` and
+``oneapi/dnnl/dnnl.h`` in ``<prefix>/include``; ``installation()`` looks under
+``$TFXLA_DNNL_ROOT``, ``sys.prefix`` (a venv) and ``sys.base_prefix``. When it is absent, dot
+and convolution use the elemental loops and one warning goes to the ``tfxla_plugin`` logger;
+nothing here raises. Why TBB (docs/design.md §11): an OpenMP build gives every thread that calls
+it a team of its own, which multiplies threads under TF's executor; TBB keeps one process-wide
+pool. An install with another CPU runtime still works, with one warning. ``libdnnl.so`` finds
+``libtbb``/``libimf`` in its own directory only through the kernel's rpath (``DT_RPATH``: the
+kernel is linked with ``--disable-new-dtags``, ``backends/toolchain.py``).
 
 Emission (``DnnlPrimitive.emit``): every primitive is built ONCE by a static
 ``tfxla_dnnl_init_N`` called from ``tfxla_init`` (memory descriptors, post-ops,
@@ -42,6 +48,14 @@ MAX_POST_OPS = 16  # the size of po_md in tfxla_dnnl_init_N
 # Convolution weights that are a parameter, of at least this many elements, are given to oneDNN in their
 # own layout (no per-call reorder) when it picks the same implementation for them as for its preferred one.
 PLAIN_CONV_WEIGHTS_MIN = 65536
+# What to install: the TBB-runtime build, TBB itself, and the Intel compiler runtime libdnnl.so links
+# (libimf, libintlc; the wheel does not declare it). pyproject.toml lists the same.
+INSTALL = ("pip install onednn-cpu-tbb==2023.2.0 onednn-devel-cpu-tbb==2023.2.0 tbb==2021.13.1 "
+           "intel-cmplr-lib-rt==2023.2.4")
+# DNNL_CPU_RUNTIME in dnnl_config.h -> its name
+_RUNTIMES = {0: "none", 1: "sequential", 2: "omp", 4: "tbb", 8: "threadpool"}
+# Libraries the TBB build of libdnnl.so needs from its own directory, loaded first by ``load_library``.
+_DEPENDENCIES = ("libintlc.so.5", "libimf.so", "libtbb.so.12")
 _ISA_NEEDED = {P.F32: 0x0, P.BF16: 0xE7, P.F16: 0x1EF}  # dnnl_cpu_isa_avx512_core_bf16 / _fp16 bits
 
 
@@ -53,6 +67,7 @@ class DnnlInstall:
     lib_dir: str
     library: str  # for -l: "dnnl" or ":libdnnl.so.3"
     version: tuple[int, int, int]
+    runtime: str = "tbb"  # its CPU threading runtime (dnnl_config.h): "tbb", "omp", "sequential", ...
 
 
 def _roots() -> list[str]:
@@ -72,10 +87,15 @@ def find_install(roots: Sequence[str | os.PathLike] | None = None) -> DnnlInstal
         version = (found.get("MAJOR", 0), found.get("MINOR", 0), found.get("PATCH", 0))
         if version[0] != 3:
             continue
+        config_h = inc / "oneapi" / "dnnl" / "dnnl_config.h"
+        cfg = re.search(r"#define DNNL_CPU_RUNTIME DNNL_RUNTIME_(\w+)", config_h.read_text(errors="replace")) \
+            if config_h.is_file() else None
+        runtime = cfg.group(1).lower() if cfg else "unknown"
+        runtime = {"seq": "sequential"}.get(runtime, runtime)
         for lib_dir in (Path(root) / "lib", Path(root) / "lib64"):
             for so, flag in (("libdnnl.so", "dnnl"), ("libdnnl.so.3", ":libdnnl.so.3")):
                 if (lib_dir / so).is_file():
-                    return DnnlInstall(str(inc), str(lib_dir), flag, version)
+                    return DnnlInstall(str(inc), str(lib_dir), flag, version, runtime)
     return None
 
 
@@ -88,9 +108,14 @@ def installation() -> DnnlInstall | None:
     found = _cached_install()
     if found is None and not _warned:
         _warned = True
-        log.warning("oneDNN 3.x not found under %s (pip install onednn-cpu-gomp==2023.2.0 "
-                    "onednn-devel-cpu-gomp==2023.2.0): dot and convolution use the slow elemental loops",
-                    ", ".join(_roots()))
+        log.warning("oneDNN 3.x not found under %s (%s): dot and convolution use the slow elemental loops",
+                    ", ".join(_roots()), INSTALL)
+    elif found is not None and found.runtime != "tbb" and not _warned:
+        _warned = True
+        log.warning("oneDNN under %s uses the %s threading runtime, not TBB: with OpenMP every thread that "
+                    "calls it gets a team of its own, which slows kernels under TensorFlow's executor and on a "
+                    "busy machine (pip uninstall onednn-cpu-gomp onednn-devel-cpu-gomp; %s)",
+                    found.lib_dir, found.runtime, INSTALL)
     return found
 
 
@@ -103,11 +128,19 @@ def _cached_install() -> DnnlInstall | None:
 def effective_isa(lib_dir: str) -> int:
     """oneDNN's ``dnnl_get_effective_cpu_isa()`` (0 when the library cannot be loaded)."""
     try:
-        lib = ctypes.CDLL(os.path.join(lib_dir, "libdnnl.so.3" if os.path.exists(
-            os.path.join(lib_dir, "libdnnl.so.3")) else "libdnnl.so"))
-        return int(lib.dnnl_get_effective_cpu_isa())
+        return int(load_library(lib_dir).dnnl_get_effective_cpu_isa())
     except (OSError, AttributeError):
         return 0
+
+
+def load_library(lib_dir: str) -> ctypes.CDLL:
+    """``libdnnl.so`` of ``lib_dir`` loaded into this process, the libraries it needs from that directory
+    first (``_DEPENDENCIES``: a library already loaded is found by its name, whatever the search path)."""
+    for dep in _DEPENDENCIES:
+        if os.path.exists(os.path.join(lib_dir, dep)):
+            ctypes.CDLL(os.path.join(lib_dir, dep))
+    return ctypes.CDLL(os.path.join(lib_dir, "libdnnl.so.3" if os.path.exists(
+        os.path.join(lib_dir, "libdnnl.so.3")) else "libdnnl.so"))
 
 
 def supports(install: DnnlInstall, dtype: P) -> bool:
