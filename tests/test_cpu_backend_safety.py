@@ -107,13 +107,13 @@ def test_raw_entry_point_checks_in_dims(simple) -> None:
                           ((7, 1 << 40, 5), "input 0 (%x): dimension 1 is 1099511627776")]:
         in_dims = (ctypes.c_int64 * 3)(*dims)
         status = kernel.lib.tfxla_run(kernel._state, in_ptrs, in_dims, out_ptrs,
-                                      scratch.ctypes.data + (-scratch.ctypes.data) % 64, err, 256)
+                                      scratch.ctypes.data + (-scratch.ctypes.data) % 64, None, err, 256)
         assert status == 1
         assert pattern in err.value.decode()
         assert (outs[0] == 7).all() and (outs[1] == 7).all(), "a rejected call must not write its outputs"
     # A NULL state is refused too (tfxla_init was not called).
     in_dims = (ctypes.c_int64 * 3)(7, 13, 5)
-    assert kernel.lib.tfxla_run(None, in_ptrs, in_dims, out_ptrs, None, err, 256) == 1
+    assert kernel.lib.tfxla_run(None, in_ptrs, in_dims, out_ptrs, None, None, err, 256) == 1
     assert "state is NULL" in err.value.decode()
 
 
@@ -140,6 +140,17 @@ def test_signature_describes_the_abi(simple) -> None:
     assert simple.kernel.lib.tfxla_abi_version() == sig["abi_version"]
     simple.kernel.lib.tfxla_scratch_bytes.restype = ctypes.c_int64
     assert simple.kernel.lib.tfxla_scratch_bytes() == sig["scratch_bytes"]
+
+
+def test_a_kernel_of_an_older_abi_is_refused_with_a_reason(kernel_cache, tmp_path) -> None:
+    """A kernel built for ABI version 1 (``tfxla_run`` without the caller's runtime) must be recompiled."""
+    source = generate(parse(SIMPLE)).source
+    old = source.replace("int tfxla_abi_version(void) { return 2; }", "int tfxla_abi_version(void) { return 1; }")
+    assert old != source
+    so = compile_shared_object(old, CompilerOptions(), tmp_path, name="abi1").path
+    with pytest.raises(KernelError, match=r"was built by an older tfxla \(kernel ABI version 1; this tfxla "
+                                          r"speaks 2\) and must be recompiled"):
+        Kernel(so)
 
 
 # --- (b) AddressSanitizer -----------------------------------------------------------------------
@@ -211,7 +222,7 @@ int tfxla_init(void** state, char* err, size_t errlen);
 void tfxla_teardown(void* state);
 int64_t tfxla_scratch_bytes(void);
 int tfxla_run(void* state, const void* const* in, const int64_t* in_dims, void* const* out, char* scratch,
-              char* err, size_t errlen);
+              const void* rt, char* err, size_t errlen);
 
 static void* exact(size_t n) {  /* ASan puts a redzone right after the n requested bytes */
   void* p = NULL;
@@ -235,7 +246,7 @@ int main(int argc, char** argv) {
   if (tfxla_init(&state, err, sizeof err)) { fprintf(stderr, "init failed: %s\n", err); return 5; }
   int64_t dims[] = IN_DIMS;
   if (bad) dims[BAD_DIM] += 1;
-  const int status = tfxla_run(state, (const void* const*)in, dims, out, scratch, err, sizeof err);
+  const int status = tfxla_run(state, (const void* const*)in, dims, out, scratch, NULL, err, sizeof err);
   if (bad) {
     if (status == 0) { fprintf(stderr, "wrong dims were accepted\n"); return 6; }
     for (int k = 0; k < NOUT; ++k)
@@ -341,8 +352,8 @@ def test_harness_catches_an_out_of_bounds_write(kernel_cache, tmp_path) -> None:
     assert generated.source.count(entry) == 1
     source = generated.source.replace(entry, "static int tfxla_run_ok(void* state") + (
         "\nTFXLA_EXPORT int tfxla_run(void* state, const void* const* in, const int64_t* in_dims, "
-        "void* const* out, char* scratch, char* err, size_t errlen) {\n"
-        "  int status = tfxla_run_ok(state, in, in_dims, out, scratch, err, errlen);\n"
+        "void* const* out, char* scratch, const tfxla_runtime* rt, char* err, size_t errlen) {\n"
+        "  int status = tfxla_run_ok(state, in, in_dims, out, scratch, rt, err, errlen);\n"
         f"  ((volatile char*)out[0])[{7 * 13 * 4}] = 1;\n  return status;\n}}\n")
     options = compiler_options_for(generated, ASAN_FLAGS)
     so = compile_shared_object(source, options, tmp_path, name="oob").path

@@ -392,7 +392,7 @@ def test_concurrent_calls_on_one_state(cache) -> None:
         scratch = np.empty(64, np.uint8)
         for _ in range(30):
             out[...] = np.nan
-            if lib.tfxla_run(state, ins, dims, outs, scratch.ctypes.data, err, 256) != 0:
+            if lib.tfxla_run(state, ins, dims, outs, scratch.ctypes.data, None, err, 256) != 0:
                 failures.append(err.value.decode())
                 return
             if not np.allclose(out, want, rtol=1e-4, atol=1e-3):

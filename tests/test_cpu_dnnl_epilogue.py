@@ -383,7 +383,7 @@ ENTRY %main (a: f32[{m},{k}], w: f32[{k},{n}], r: f32[{m},{n}]) -> f32[{m},{n}] 
     outs = (ctypes.c_void_p * 1)(r.ctypes.data)
     dims = (ctypes.c_int64 * 6)(m, k, k, n, m, n)
     err = ctypes.create_string_buffer(256)
-    assert kernel.lib.tfxla_run(kernel._state, ins, dims, outs, kernel._scratch_ptr, err, 256) == 0, err.value
+    assert kernel.lib.tfxla_run(kernel._state, ins, dims, outs, kernel._scratch_ptr, None, err, 256) == 0, err.value
     np.testing.assert_allclose(r, want, rtol=1e-4, atol=1e-3)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import hlo
+from backends.codegen.abi import ABI_VERSION
 from backends.cpu.codegen import generate as generate_c
 from backends.cpu.runtime import Kernel, KernelError
 from backends.cuda.codegen import GeneratedModule, generate
@@ -99,7 +100,7 @@ class Abi:
         self.lib.tfxla_scratch_bytes.restype = ctypes.c_int64
         self.lib.tfxla_init.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]
         self.lib.tfxla_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                       ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+                                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
 
     def signature(self) -> dict:
         return json.loads(self.lib.tfxla_signature().decode())
@@ -129,7 +130,7 @@ def test_the_launcher_compiles_for_sm80_and_sm90_without_warnings(built, name: s
 def test_the_signature_is_the_cpu_backends_and_only_the_abi_is_exported(built, name: str) -> None:
     compiled = built[name]
     abi = Abi(compiled.path)
-    assert abi.lib.tfxla_abi_version() == 1 and abi.lib.tfxla_scratch_bytes() == 0
+    assert abi.lib.tfxla_abi_version() == ABI_VERSION and abi.lib.tfxla_scratch_bytes() == 0
     sig = abi.signature()
     cpu = generate_c(case(name)[1]).signature
     assert {k: sig[k] for k in ("abi_version", "module", "inputs", "outputs")} == \
@@ -151,7 +152,7 @@ def test_init_without_a_device_is_a_clear_error_not_a_crash(built) -> None:
         assert message.startswith("backend=cuda: no usable CUDA device: "), message
         assert "cudaGetDeviceCount" in message and "needs an NVIDIA GPU and a driver for CUDA" in message
     err = ctypes.create_string_buffer(256)
-    assert abi.lib.tfxla_run(None, None, None, None, None, err, 256) == 1
+    assert abi.lib.tfxla_run(None, None, None, None, None, None, err, 256) == 1
     assert b"state is NULL" in err.value
     with pytest.raises(KernelError, match="no usable CUDA device"):  # the CPU backend's loader says the same
         Kernel(built["control_flow"].path)

@@ -10,6 +10,11 @@ A kernel is compiled for exact input dims; ``in_dims`` holds the dims the caller
 concatenated. Before anything reads a buffer, ``tfxla_run`` refuses a NULL state and any dim that
 differs, naming the input and both sizes.
 
+``tfxla_run`` takes the caller's threads (ABI version 2): ``const tfxla_runtime* rt`` (``RUNTIME_C``,
+declared identically in the CPU prelude, the CUDA host launcher and the launch op) is a parallel-for the
+kernel runs its parallel loops through; NULL, or ``num_threads`` < 2, runs everything on the calling
+thread. A loader accepts exactly ``ABI_VERSION`` (``check_abi_version``).
+
 Status codes of ``tfxla_run``: 0 success; ``STATUS_INVALID_ARGUMENT`` (3, TF's code number) when the
 data is invalid for the program (a gather index outside its operand, with TF's message: the launch op
 raises ``InvalidArgumentError``, the Python runtime ``KernelInvalidArgument``); any other nonzero
@@ -24,8 +29,37 @@ from typing import Sequence
 from backends.codegen.buffer import IndentedBuffer
 from hlo.shapes import Shape
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 STATUS_INVALID_ARGUMENT = 3  # = tensorflow::error::INVALID_ARGUMENT
+
+# The parallel-for a caller hands ``tfxla_run`` (C and C++); /work/ABI_V2.md, backends/README.md.
+RUNTIME_C = r"""
+typedef void (*tfxla_task_fn)(void* ctx, int64_t begin, int64_t end);
+typedef struct tfxla_runtime {
+  int64_t struct_size;  /* sizeof(tfxla_runtime) as the caller knows it: a kernel reads no field past it */
+  int64_t num_threads;  /* threads parallel_for runs blocks on at once, the calling thread included;
+                           < 2: the kernel runs everything on the calling thread */
+  void* pool;           /* opaque, handed back to parallel_for */
+  /* Calls fn(ctx, b, e) on disjoint, contiguous, non-empty ranges that cover [0, n) exactly once,
+     concurrently on up to num_threads threads (the calling thread takes part), and returns after every
+     call has returned. n >= 1. fn never fails and never calls parallel_for itself. May be NULL (serial). */
+  void (*parallel_for)(void* pool, int64_t n, tfxla_task_fn fn, void* ctx);
+} tfxla_runtime;
+"""
+
+# The parameters of ``tfxla_run`` (every backend's definition spells them so).
+RUN_PARAMS = ("void* state, const void* const* in, const int64_t* in_dims, void* const* out, char* scratch, "
+              "const tfxla_runtime* rt, char* err, size_t errlen")
+
+
+def check_abi_version(version: int, what: str) -> str | None:
+    """Why a kernel that says it speaks ABI ``version`` cannot be run (``what`` names it), or None."""
+    if version == ABI_VERSION:
+        return None
+    if version < ABI_VERSION:
+        return (f"{what} was built by an older tfxla (kernel ABI version {version}; this tfxla speaks "
+                f"{ABI_VERSION}) and must be recompiled")
+    return f"{what} speaks kernel ABI version {version}, newer than this tfxla's {ABI_VERSION}: upgrade tfxla"
 
 
 def signature_entry(shape: Shape) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from backends.codegen.abi import emit_exports, emit_run_checks, signature as abi_signature
+from backends.codegen.abi import RUN_PARAMS, emit_exports, emit_run_checks, signature as abi_signature
 from backends.codegen.buffer import IndentedBuffer
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
@@ -163,8 +163,7 @@ class ModuleCodegen:
             out.splice(self.init_code)
             out.line("return 0;")
         out.line("")
-        with out.block("TFXLA_EXPORT int tfxla_run(void* state, const void* const* in, const int64_t* in_dims, "
-                       "void* const* out, char* scratch, char* err, size_t errlen)"):
+        with out.block(f"TFXLA_EXPORT int tfxla_run({RUN_PARAMS})"):
             emit_run_checks(out, [(f"input {p.parameter_number} (%%{p.name})", p.shape.dims)
                                   for p in entry.parameters])
             if self._starts_parallel_regions(function_texts):  # a serial kernel starts no OpenMP team on its caller's thread

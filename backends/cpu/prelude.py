@@ -9,6 +9,7 @@ template (``backends/codegen/int_helpers.py``) in the C dialect.
 
 from __future__ import annotations
 
+from backends.codegen.abi import RUNTIME_C
 from backends.codegen.int_helpers import int_helpers
 from backends.cpu.dialect import C
 from backends.cpu.vmath import VMATH_C
@@ -77,4 +78,4 @@ static inline float tfxla_remf(float x, float y) { return fmodf(x, y); }
 static inline double tfxla_rem(double x, double y) { return fmod(x, y); }
 """
 
-PRELUDE = _HEADER + int_helpers(C) + VMATH_C
+PRELUDE = _HEADER + RUNTIME_C + int_helpers(C) + VMATH_C

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from backends.codegen.abi import STATUS_INVALID_ARGUMENT, physical_order
+from backends.codegen.abi import STATUS_INVALID_ARGUMENT, check_abi_version, physical_order
 from backends.shared_object import LoadError, load_library, read_record
 from hlo.dtypes import PrimitiveType
 
@@ -40,12 +40,16 @@ class Kernel:
         for sym in ("tfxla_abi_version", "tfxla_signature", "tfxla_run", "tfxla_init", "tfxla_teardown"):
             if not hasattr(self.lib, sym):
                 raise KernelError(f"{self.path} is not a tfxla kernel: missing symbol {sym}")
+        self.lib.tfxla_abi_version.restype = ctypes.c_int
+        refused = check_abi_version(int(self.lib.tfxla_abi_version()), f"kernel {self.path}")
+        if refused is not None:
+            raise KernelError(refused)
         self.lib.tfxla_signature.restype = ctypes.c_char_p
         self.signature = json.loads(self.lib.tfxla_signature().decode())
         self.lib.tfxla_run.restype = ctypes.c_int
         self.lib.tfxla_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                                        ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_void_p),
-                                       ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+                                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         self.lib.tfxla_init.restype = ctypes.c_int
         self.lib.tfxla_init.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]
         self.lib.tfxla_teardown.argtypes = [ctypes.c_void_p]
@@ -87,7 +91,7 @@ class Kernel:
         out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs])
         dim_arr = (ctypes.c_int64 * max(len(dims), 1))(*dims)
         err = ctypes.create_string_buffer(_ERR_LEN)
-        status = self.lib.tfxla_run(self._state, in_ptrs, dim_arr, out_ptrs, self._scratch_ptr, err, _ERR_LEN)
+        status = self.lib.tfxla_run(self._state, in_ptrs, dim_arr, out_ptrs, self._scratch_ptr, None, err, _ERR_LEN)
         if status != 0:
             message = err.value.decode(errors="replace")
             raise (KernelInvalidArgument if status == STATUS_INVALID_ARGUMENT else KernelError)(message)

@@ -1,7 +1,7 @@
 """Host launchers: a compiled module as one shared object that the TfxlaLaunch op loads like a CPU kernel.
 
 ``launcher_source(generated)`` turns a module's CUDA source and host ``Program`` (``codegen.generate``)
-into one CUDA translation unit: the kernels, then host C++ exporting the kernel ABI version 1 that
+into one CUDA translation unit: the kernels, then host C++ exporting the kernel ABI version 2 that
 ``tfxla_plugin/ops/tfxla_launch.cc`` speaks (the kernel ABI, ``backends/codegen/abi.py``):
 
 * ``tfxla_signature``: the shared signature JSON (``backends/codegen/abi.py``) for the same module (inputs and outputs with dtype, dims
@@ -32,7 +32,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.codegen.abi import ABI_VERSION, emit_exports, emit_run_checks
+from backends.codegen.abi import ABI_VERSION, RUN_PARAMS, RUNTIME_C, emit_exports, emit_run_checks
 from backends.codegen.buffer import IndentedBuffer, c_comment
 from backends.cuda.codegen import CodegenOptions, GeneratedModule, generate
 from backends.cuda.compiler import NvccOptions, cache_key, require_nvcc
@@ -75,7 +75,7 @@ COMMON = r"""
 #include <new>
 
 #define TFXLA_EXPORT extern "C" __attribute__((visibility("default")))
-
+""" + RUNTIME_C + r"""
 namespace {
 
 /* One call of tfxla_init or tfxla_run: its stream, where its error message goes, the last kernel launched. */
@@ -361,9 +361,9 @@ def _run(out: IndentedBuffer, em: _ProgramEmitter, signature: dict) -> None:
         out.line('return tfxla_check(c, cudaStreamSynchronize(c.stream), "cudaStreamSynchronize after the program");')
     out.line("}  // namespace")
     out.line("")
-    with out.block("TFXLA_EXPORT int tfxla_run(void* state, const void* const* in, const int64_t* in_dims, "
-                   "void* const* out, char* scratch, char* err, size_t errlen)"):
+    with out.block(f"TFXLA_EXPORT int tfxla_run({RUN_PARAMS})"):
         out.line("(void)scratch;  /* the device arena is the launcher's own */")
+        out.line("(void)rt;  /* the program runs on the device: no host threads to share */")
         emit_run_checks(out, [(f"input {k}", entry["dims"]) for k, entry in enumerate(signature["inputs"])])
         out.line("tfxla_state* st = static_cast<tfxla_state*>(state);")
         out.line("std::lock_guard<std::mutex> lock(st->mu);")
