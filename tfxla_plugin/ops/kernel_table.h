@@ -42,7 +42,7 @@ using ::tensorflow::PartialTensorShape;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 
-constexpr int kAbiVersion = 1;
+constexpr int kAbiVersion = 2;
 constexpr size_t kErrLen = 1024;
 constexpr int64_t kScratchAlign = 64;
 
@@ -62,7 +62,8 @@ using SignatureFn = const char* (*)();
 using ScratchBytesFn = int64_t (*)();
 using InitFn = int (*)(void**, char*, size_t);
 using TeardownFn = void (*)(void*);
-using RunFn = int (*)(void*, const void* const*, const int64_t*, void* const*, char*, char*, size_t);
+using RunFn = int (*)(void*, const void* const*, const int64_t*, void* const*, char*, const void* /*tfxla_runtime*/,
+                      char*, size_t);
 
 struct LoadedKernel {
   std::string path;

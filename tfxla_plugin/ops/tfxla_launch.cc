@@ -338,7 +338,7 @@ class TfxlaLaunchOp : public OpKernel {
                    char* scratch) const {
     char err[kErrLen];
     err[0] = '\0';
-    const int status = k.run(k.state, in, in_dims, out, scratch, err, sizeof(err));
+    const int status = k.run(k.state, in, in_dims, out, scratch, /*rt=*/nullptr, err, sizeof(err));
     err[kErrLen - 1] = '\0';
     if (status == 0) return absl::OkStatus();
     // The kernel refused the data (a gather index outside its operand): TF's error with TF's message.
