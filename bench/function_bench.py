@@ -115,7 +115,9 @@ def kernel_counts(compiled) -> tuple[int, int]:
     return kernels, dnnl
 
 
-def run_row(row: Row, seconds: float, rounds: int) -> dict:
+def prepare_row(row: Row) -> tuple[dict, dict, Case]:
+    """Build ``row``'s case, its engines (no-argument calls by name: tf_graph, tf_xla, ours where they
+    compile) and the row's record so far: our compile times, counts, call path and result check."""
     out: dict = {"workload": row.name, "load_before": os.getloadavg()[0]}
     case = row.build()
     graph = tf.function(case.fn)
@@ -155,10 +157,20 @@ def run_row(row: Row, seconds: float, rounds: int) -> dict:
         out["xla_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if ours is not None:
         engines["ours"] = sync(ours, case.args)
+    return out, engines, case
+
+
+def measure(row: Row, case: Case, engines: dict, seconds: float, rounds: int) -> dict[str, float]:
+    """Median ms per call of each engine from the case's initial state (a heavy row gets half the time)."""
     if case.reset is not None:
         case.reset()
     scale = 0.5 if row.heavy else 1.0
-    out.update(interleaved_medians(engines, seconds * scale, rounds))
+    return interleaved_medians(engines, seconds * scale, rounds)
+
+
+def run_row(row: Row, seconds: float, rounds: int) -> dict:
+    out, engines, case = prepare_row(row)
+    out.update(measure(row, case, engines, seconds, rounds))
     out["load_after"] = os.getloadavg()[0]
     return out
 
