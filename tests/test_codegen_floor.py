@@ -3,8 +3,9 @@ rule written once comes out in each backend's dialect.
 
 The opcode sweeps (tests/test_cpu_backend_opcodes.py, tests/test_cuda_opcodes.py) check the numbers of
 every rule in both dialects; here the same f16/bf16 fusion is emitted through the CPU and the CUDA
-dialect and the texts are compared where they must differ (f16's type, OpenMP pragmas, the backend
-named in a refusal) and where they must not (everything else).
+dialect and the texts are compared where they must differ (f16's type, OpenMP SIMD pragmas, the backend
+named in a refusal) and where they must not (everything else). A reduction of an element computed alone
+is offered to the caller's splitter (the CPU backend's split over threads) with everything it needs.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import pytest
 import hlo
 from backends.codegen.buffer import IndentedBuffer
 from backends.codegen.dialect import Dialect
-from backends.codegen.elemental import ElementalEmitter
+from backends.codegen.elemental import ElementalEmitter, SplitReduction
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.int_helpers import int_helpers
 from backends.codegen.names import Names
 from backends.cpu.dialect import C
 from backends.cuda.dialect import CUDA
 from hlo.dtypes import PrimitiveType as P
+from hlo.opcodes import Opcode
 
 FLOOR = Path(__file__).resolve().parent.parent / "backends" / "codegen"
 
@@ -63,13 +65,13 @@ def test_the_floor_imports_no_backend() -> None:
         assert not bad, f"{f.name} imports {sorted(bad)}: backends/codegen must stand on no backend"
 
 
-def _emit(dialect: Dialect, parallel_reduce: bool = False) -> str:
+def _emit(dialect: Dialect, splitter=None) -> str:
     module = hlo.parse_module(MODULE)
     comp = module.entry
     buf = IndentedBuffer()
     readers = [lambda idx: dialect.load(P.F16, f"x[{idx[1]}]")]
     em = ElementalEmitter(dialect, module, comp, readers, buf, Names(), lambda inst: "k")
-    em.parallel_reduce = parallel_reduce
+    em.parallel_reduce = splitter
     value = em.emit("c", ("i",))
     buf.line(f"out = {value};")
     return buf.getvalue()
@@ -84,10 +86,29 @@ def test_one_rule_in_two_dialects_differs_only_in_the_dialect_spellings() -> Non
     assert same == cuda.splitlines()
 
 
-def test_a_reduction_is_split_over_threads_only_where_the_dialect_allows_it() -> None:
-    assert "#pragma omp parallel for simd schedule(static) reduction(+:acc" in _emit(C, parallel_reduce=True)
-    assert "#pragma" not in _emit(CUDA, parallel_reduce=True)
-    assert C.parallel_reductions and not CUDA.parallel_reductions
+def test_a_reduction_is_offered_to_the_callers_splitter_once() -> None:
+    """The splitter gets the loops, the body not yet placed, the accumulator and the reducer; declining
+    (False) leaves the serial loop, exactly as without a splitter; taking it (True) leaves its text."""
+    offered: list[SplitReduction] = []
+
+    def decline(em, red: SplitReduction) -> bool:
+        offered.append(red)
+        return False
+
+    def take(em, red: SplitReduction) -> bool:
+        em.buf.line(f"SPLIT({red.acc});")
+        return True
+
+    assert _emit(C, decline) == _emit(C)
+    (red,) = offered
+    assert (red.ctype, red.op, red.reducer, red.simd) == ("float", Opcode.ADD, "add_h", f"#pragma omp simd reduction(+:{red.acc})")
+    assert [n for _, n in red.bounds] == [8] and red.bounds[0][0] in red.body.getvalue()
+    assert f"{red.acc} = " in red.body.getvalue() and "for (" not in red.body.getvalue()
+    split = _emit(C, take)
+    assert f"SPLIT({red.acc});" in split and "for (" not in split and "x[" not in split
+    offered.clear()
+    _emit(CUDA, decline)  # the CUDA dialect has no vector clause for it: nothing to split
+    assert offered == []
 
 
 def test_types_and_helpers_are_spelled_by_the_dialect() -> None:

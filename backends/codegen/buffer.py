@@ -37,6 +37,18 @@ class IndentedBuffer:
             yield
         self.line(close)
 
+    @contextlib.contextmanager
+    def capture(self) -> Iterator["IndentedBuffer"]:
+        """Lines written to this buffer inside the block go to the buffer yielded instead, from its level 0
+        (whoever writes here: an emitter and the emitters it created share one buffer)."""
+        inner = IndentedBuffer(self._indent)
+        saved = self._lines, self._level
+        self._lines, self._level = inner._lines, 0
+        try:
+            yield inner
+        finally:
+            self._lines, self._level = saved
+
     def splice(self, other: "IndentedBuffer") -> None:
         """Append ``other``'s lines at this buffer's current indentation."""
         for text in other._lines:

@@ -9,9 +9,8 @@ everything that differs between targets is a member of the dialect object they a
 * ``literal`` (one element as a C literal of compute type) and ``numpy_to_c_array`` (a constant's
   elements in storage type);
 * ``round_result``: how an f16/bf16 result is rounded to its type after each operation;
-* vector and parallel loop annotations: ``reduction_clause``, ``simd_pragma``,
-  ``parallel_simd_pragma`` (``None``: the target has none, no line is written) and
-  ``parallel_reductions`` (whether one element's reduction may be split over threads);
+* vector loop annotations: ``reduction_clause`` and ``simd_pragma`` (``None``: the target has none,
+  no line is written);
 * how helper functions are declared (``inline_function``) and spelled (``popcount64``, ``clz64``),
   for the helpers a backend's prelude defines (``int_helpers.py``).
 
@@ -20,7 +19,7 @@ the same names in every dialect: each backend's prelude defines them with the sa
 constant's storage is per-module state, not a spelling: the emitter is given a ``constant_ref``.
 
 This base class is the C-family spelling both backends share (C11 with ``_Float16``, no pragmas);
-``backends/cpu/dialect.py`` adds OpenMP, ``backends/cuda/dialect.py`` spells f16 ``__half`` and
+``backends/cpu/dialect.py`` adds OpenMP SIMD pragmas, ``backends/cuda/dialect.py`` spells f16 ``__half`` and
 declares helpers ``__device__``.
 """
 
@@ -51,7 +50,6 @@ class Dialect:
     backend: str = "C"  # named in messages: "the <backend> backend ..."
     f16: str = "_Float16"  # the storage type of f16
     inline_function: str = "static inline"  # how a prelude helper function is declared
-    parallel_reductions: bool = False  # whether one element's reduction may be split over threads
 
     # --- types ---------------------------------------------------------------------------------
     def storage(self, t: P) -> str:
@@ -111,16 +109,12 @@ class Dialect:
 
     # --- loop annotations ------------------------------------------------------------------------
     def reduction_clause(self, op: Opcode, compute: str, acc: str) -> str | None:
-        """The clause that lets a loop accumulating ``acc`` with reducer ``op`` be vectorized (or
-        split over threads), or None where the target has none for it."""
+        """The clause that lets a loop accumulating ``acc`` with reducer ``op`` be vectorized, or None
+        where the target has none for it."""
         return None
 
     def simd_pragma(self, clause: str) -> str | None:
         """The line before an innermost reduction loop carrying ``clause`` (None: no line)."""
-        return None
-
-    def parallel_simd_pragma(self, loops: int, clause: str) -> str | None:
-        """The line before ``loops`` nested reduction loops split over threads (None: no line)."""
         return None
 
     # --- helper spellings ------------------------------------------------------------------------

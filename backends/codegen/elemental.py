@@ -14,11 +14,18 @@ reducer/comparator bodies (parameters are accumulators). Rules live in
 ``ELEMENTAL`` keyed by opcode; an opcode without a rule is refused with
 ``CodegenUnsupported``. The rule modules (``elemental_*.py``) are imported at
 the end of this one, so the table is complete wherever the emitter is.
+
+Every local the emitter and its sub-emitters declare (``tmp``, ``var``) is recorded in ``declared``
+(name -> C type), so a backend that moves a loop into a function of its own can pass the values the loop
+reads (``backends/cpu/parallel.py``). A caller that computes one element alone may set
+``parallel_reduce`` to a ``ReductionSplitter``: the first reduction of the element whose reducer has a
+vector clause is handed to it (``SplitReduction``) to split over threads.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, Union
 
 from backends.codegen.buffer import IndentedBuffer
 from backends.codegen.dialect import Dialect
@@ -34,10 +41,31 @@ Value = Union[str, tuple[Any, ...]]  # a C expression, or a tuple of values for 
 ParamFn = Callable[[Index], Value]
 
 
+@dataclass(frozen=True)
+class SplitReduction:
+    """One reduction offered to a ``ReductionSplitter``: ``body`` (written, not yet placed) updates ``acc``
+    (compute type ``ctype``) with reducer computation ``reducer`` (one binary ``op``) inside the loops
+    ``bounds`` ((var, size), outermost first); ``simd`` is the line for the innermost loop; ``mark`` the
+    names counter before the body was written (names after it are the body's own)."""
+
+    bounds: tuple[tuple[str, int], ...]
+    body: IndentedBuffer
+    simd: str | None
+    acc: str
+    ctype: str
+    op: Opcode
+    reducer: str
+    mark: int
+
+
+# Writes the split reduction into ``em.buf`` and returns True, or returns False having written nothing.
+ReductionSplitter = Callable[["ElementalEmitter", SplitReduction], bool]
+
+
 class ElementalEmitter:
     def __init__(self, dialect: Dialect, module: HloModule, comp: HloComputation, params: Sequence[ParamFn],
                  buf: IndentedBuffer, names: Names, constant_ref: Callable[[HloInstruction], str],
-                 external: dict[str, ParamFn] | None = None) -> None:
+                 external: dict[str, ParamFn] | None = None, declared: dict[str, str] | None = None) -> None:
         self.dialect = dialect
         self.module = module
         self.external = external or {}  # instructions of ``comp`` whose values are read, not computed
@@ -48,9 +76,10 @@ class ElementalEmitter:
         self.constant_ref = constant_ref  # name of the C array holding a non-scalar constant
         self._memo: list[dict[tuple[str, Index], Value]] = [{}]
         self.index_checked: frozenset[str] = frozenset()  # gathers whose index_check the caller emitted
-        # Set by a caller that runs this one element alone: a reduction may then be split over threads
-        # (where the dialect has ``parallel_reductions``); cleared once one parallel region is open.
-        self.parallel_reduce = False
+        self.declared: dict[str, str] = {} if declared is None else declared  # local name -> C type
+        # Set by a caller that runs this one element alone: a reduction may then be split over threads;
+        # cleared once one reduction was offered.
+        self.parallel_reduce: Optional[ReductionSplitter] = None
 
     # --- scoping: values computed inside a nested loop are not visible after it -------
     def push(self) -> None:
@@ -68,6 +97,7 @@ class ElementalEmitter:
     def tmp(self, ctype: str, expr: str, base: str = "v") -> str:
         name = self.names.fresh(base)
         self.buf.line(f"const {ctype} {name} = {expr};")
+        self.declared[name] = ctype
         return name
 
     def result(self, inst: HloInstruction, expr: str) -> str:
@@ -79,6 +109,7 @@ class ElementalEmitter:
     def var(self, ctype: str, init: str, base: str = "a") -> str:
         name = self.names.fresh(base)
         self.buf.line(f"{ctype} {name} = {init};")
+        self.declared[name] = ctype
         return name
 
     # --- the entry point -----------------------------------------------------------
@@ -128,7 +159,8 @@ class ElementalEmitter:
     # --- called scalar computations (reducers, comparators, map bodies) ---------------
     def sub(self, comp: HloComputation, params: Sequence[ParamFn]) -> "ElementalEmitter":
         """An emitter over ``comp`` (a called or fused computation) writing into the same function."""
-        return ElementalEmitter(self.dialect, self.module, comp, params, self.buf, self.names, self.constant_ref)
+        return ElementalEmitter(self.dialect, self.module, comp, params, self.buf, self.names, self.constant_ref,
+                                declared=self.declared)
 
     def call_scalar(self, comp_name: str, args: Sequence[Value]) -> Any:
         """Inline computation ``comp_name`` on scalar argument expressions; returns its root's expression."""

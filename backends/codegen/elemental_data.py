@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from backends.codegen.elemental import ElementalEmitter, Value, array_shape, elemental, leaf_shapes
+from backends.codegen.buffer import close_loops, open_loops
+from backends.codegen.elemental import ElementalEmitter, SplitReduction, Value, array_shape, elemental, leaf_shapes
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import Index, delinearize, linear_index
 from hlo.dtypes import PrimitiveType
@@ -193,32 +194,28 @@ def _gte(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
 
 
 def _loop_accumulate(em: ElementalEmitter, bounds: list[tuple[str, int]], body: Callable[[], None],
-                     simd: str | None = None) -> None:
+                     simd: str | None = None, reduction: tuple[str, str, Opcode, str] | None = None) -> None:
     """Open nested ``for`` loops over ``bounds`` ((var, size) pairs) around ``body()``; ``simd`` is the
-    dialect's reduction clause (``Dialect.reduction_clause``, e.g. ``reduction(+:acc3)``): put on the
-    innermost loop, or, when the caller runs this element alone (``em.parallel_reduce``) and the dialect
-    has ``parallel_reductions``, on all the loops to split them over threads."""
-    dialect = em.dialect
-    if simd and em.parallel_reduce and dialect.parallel_reductions and bounds:
-        em.parallel_reduce = False  # one parallel region per element
-        _pragma(em, dialect.parallel_simd_pragma(len(bounds), simd))
-        simd = None
-    for k, (var, size) in enumerate(bounds):
-        if simd and k == len(bounds) - 1:
-            _pragma(em, dialect.simd_pragma(simd))
-        em.buf.line(f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{")
-        em.buf._level += 1
-    em.push()
-    body()
-    em.pop()
-    for _ in bounds:
-        em.buf._level -= 1
-        em.buf.line("}")
-
-
-def _pragma(em: ElementalEmitter, line: str | None) -> None:
-    if line is not None:
+    dialect's reduction clause (``Dialect.reduction_clause``, e.g. ``reduction(+:acc3)``), put on the
+    innermost loop. ``reduction`` ((acc, C type, reducer opcode, reducer computation) of a ``simd`` one):
+    when the caller runs this element alone (``em.parallel_reduce``), the loops are offered to its splitter."""
+    mark = em.names.counter
+    with em.buf.capture() as inner:
+        em.push()
+        body()
+        em.pop()
+    line = em.dialect.simd_pragma(simd) if simd else None
+    splitter = em.parallel_reduce if reduction is not None and bounds else None
+    if splitter is not None:
+        em.parallel_reduce = None  # one split per element
+        if splitter(em, SplitReduction(tuple(bounds), inner, line, *reduction, mark)):
+            return
+    open_loops(em.buf, bounds[:-1])
+    if line is not None and bounds:
         em.buf.line(line)
+    open_loops(em.buf, bounds[-1:])
+    em.buf.splice(inner)
+    close_loops(em.buf, len(bounds))
 
 
 @elemental(Opcode.REDUCE)
@@ -239,11 +236,14 @@ def _reduce(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
         for a, v in zip(accs, new):
             em.buf.line(f"{a} = {v};")
 
-    simd = None
+    simd, reduction = None, None
     if len(accs) == 1:
-        op = simple_reducer(em.module, inst.attr("to_apply").name)
-        simd = em.dialect.reduction_clause(op, em.dialect.compute(shapes[0].dtype), accs[0]) if op is not None else None
-    _loop_accumulate(em, [(loop_vars[d], src.dims[d]) for d in sorted(dims)], body, simd)
+        reducer = inst.attr("to_apply").name
+        op = simple_reducer(em.module, reducer)
+        ctype = em.dialect.compute(shapes[0].dtype)
+        simd = em.dialect.reduction_clause(op, ctype, accs[0]) if op is not None else None
+        reduction = (accs[0], ctype, op, reducer) if simd and op is not None else None
+    _loop_accumulate(em, [(loop_vars[d], src.dims[d]) for d in sorted(dims)], body, simd, reduction)
     return tuple(accs) if isinstance(inst.shape, TupleShape) else accs[0]
 
 
@@ -337,4 +337,5 @@ def reinterpret_bits(em: ElementalEmitter, value: str, src: PrimitiveType, dst: 
     stored = em.tmp(em.dialect.storage(src), em.dialect.store(src, value), "bc")
     out = em.names.fresh("bc")
     em.buf.line(f"{em.dialect.storage(dst)} {out}; memcpy(&{out}, &{stored}, {dst.byte_size});")
+    em.declared[out] = em.dialect.storage(dst)
     return em.tmp(em.dialect.compute(dst), em.dialect.load(dst, out))

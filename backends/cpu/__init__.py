@@ -25,24 +25,27 @@ class CompileOptions:
     compiler: CompilerOptions | None = None
     cache_dir: str | None = None
     prepared: bool = False  # the module went through the CPU pipeline (or ``prepare``): compile it as given
+    num_threads: int | None = None  # threads the kernel's parallel loops run on (None: every CPU it may use)
 
 
 class Executable:
     """A compiled module. The shared object is loaded into this process on first call only, so code
     that hands the kernel to the TfxlaLaunch op never maps it twice."""
 
-    def __init__(self, module: HloModule, generated: GeneratedKernel, path, cache_hit: bool, sha256: str = ""):
+    def __init__(self, module: HloModule, generated: GeneratedKernel, path, cache_hit: bool, sha256: str = "",
+                 num_threads: int | None = None):
         self.module = module
         self.generated = generated
         self.path = path
         self.cache_hit = cache_hit
         self.sha256 = sha256  # of the shared object: what loading it checks
+        self.num_threads = num_threads  # threads of its parallel loops (``Kernel``; None: every CPU it may use)
         self._kernel: Kernel | None = None
 
     @property
     def kernel(self) -> Kernel:
         if self._kernel is None:
-            self._kernel = Kernel(self.path, self.sha256 or None)
+            self._kernel = Kernel(self.path, self.sha256 or None, self.num_threads)
         return self._kernel
 
     @property
@@ -75,7 +78,7 @@ def compile(module: HloModule, options: CompileOptions | None = None) -> Executa
     generated = generate(module, options.codegen)
     compiler = compiler_options_for(generated, options.compiler)
     compiled = compile_shared_object(generated.source, compiler, options.cache_dir, name=module.name)
-    return Executable(module, generated, compiled.path, compiled.cache_hit, compiled.sha256)
+    return Executable(module, generated, compiled.path, compiled.cache_hit, compiled.sha256, options.num_threads)
 
 
 __all__ = ["compile", "Executable", "CompileOptions", "CodegenOptions", "CompilerOptions", "CompileError",

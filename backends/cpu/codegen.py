@@ -24,7 +24,7 @@ from hlo.ir import HloInstruction, HloModule
 
 @dataclass
 class CodegenOptions:
-    parallel_threshold: int = 1 << 15  # elements per loop nest before OpenMP splits the outer loop
+    parallel_threshold: int = 1 << 15  # work per loop nest before its outer loops run on the caller's threads
     dnnl: bool = True  # dot, convolution and output fusions through oneDNN when it is installed
     name: str = "tfxla_kernel"
 
@@ -122,14 +122,6 @@ class ModuleCodegen:
         return GeneratedKernel(self._assemble(signature, bases, entry_fn), signature, total, offsets,
                                tuple(self.libraries), report, tuple(self.include_dirs), tuple(self.library_dirs))
 
-    @staticmethod
-    def _starts_parallel_regions(function_texts: list[str]) -> bool:
-        """Whether a run starts OpenMP parallel regions: its own loops, or oneDNN's primitives. libgomp
-        keeps a team per thread that ever started one, and once the teams' threads outnumber the CPUs
-        it stops spinning between regions in the whole process, so a kernel without them must not make
-        one (``tfxla_sync_fp_mode`` would, on each new calling thread)."""
-        return any("#pragma omp parallel" in text or "dnnl_" in text for text in function_texts)
-
     def _assemble(self, signature: dict, bases: dict[str, int], entry_fn: str) -> str:
         entry = self.module.entry
         out = IndentedBuffer()
@@ -146,9 +138,8 @@ class ModuleCodegen:
             out.line(f"#define TFXLA_BASE_{fname} {base}")
         out.splice(self.globals)
         out.line("")
-        function_texts = [self.functions[name].function_text() for name in self.order]
-        for text in function_texts:
-            out.line(text)
+        for name in self.order:
+            out.line(self.functions[name].function_text())
         emit_exports(out, signature)
         with out.block("TFXLA_EXPORT void tfxla_teardown(void* state_)"):
             out.line("tfxla_state* st = (tfxla_state*)state_;")
@@ -166,8 +157,7 @@ class ModuleCodegen:
         with out.block(f"TFXLA_EXPORT int tfxla_run({RUN_PARAMS})"):
             emit_run_checks(out, [(f"input {p.parameter_number} (%%{p.name})", p.shape.dims)
                                   for p in entry.parameters])
-            if self._starts_parallel_regions(function_texts):  # a serial kernel starts no OpenMP team on its caller's thread
-                out.line("tfxla_sync_fp_mode();")
+            out.line("tfxla_rt = rt;")
             out.line("tfxla_scratch_base = scratch;")
             out.line("tfxla_st = (tfxla_state*)state;")
             out.line(f"return {entry_fn}((void* const*)in, out, scratch + TFXLA_BASE_{entry_fn}, err, errlen);")

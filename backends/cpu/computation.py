@@ -12,6 +12,10 @@ becomes one loop nest over its output whose body the elemental emitter
 writes. The serial kernels every backend shares (``backends.codegen.serial.SERIAL``: sort, topk,
 scatter, select-and-scatter) are top-level kernels here too; ``ComputationEmitter`` is their
 ``SerialEmitter``. Each computation owns a fixed region of the scratch arena.
+
+A loop nest with enough work runs its outer loops on the caller's threads (``parallel.py``): they are
+outlined into shard functions (``<fname>_par<N>``), written before the function; so is the reduction of
+a nest computing few elements (``split_reduction``).
 """
 
 from __future__ import annotations
@@ -19,10 +23,10 @@ from __future__ import annotations
 from typing import Callable, Union
 
 from backends.codegen import values as V
-from backends.codegen.buffer import IndentedBuffer, c_comment, close_loops, open_loops
+from backends.codegen.buffer import IndentedBuffer, c_comment
 from backends.codegen.buffer_assignment import can_write_in_place
 from backends.codegen.computation import ComputationEmitterBase
-from backends.codegen.elemental import ElementalEmitter
+from backends.codegen.elemental import ElementalEmitter, SplitReduction
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
 from backends.codegen.names import Names
@@ -32,7 +36,7 @@ from backends.codegen.values import Buf
 from backends.cpu.column_reduce import column_reduce
 from backends.cpu.dialect import C
 from backends.cpu.index_check import emit_index_checks, emit_scatter_check
-from backends.cpu.parallel import inner_work, parallel_for_pragma, parallel_loops
+from backends.cpu.parallel import Outliner, emit_nest, emit_split_reduction, inner_work, parallel_loops
 from hlo.dtypes import PrimitiveType
 from hlo.ir import HloComputation, HloInstruction
 from hlo.opcodes import Opcode
@@ -56,6 +60,8 @@ class ComputationEmitter(ComputationEmitterBase):
         self.fname = fname
         self.buf = IndentedBuffer()
         self.decls = IndentedBuffer()  # buffer pointers, hoisted to the top of the function
+        self.pointers: dict[str, str] = {}  # buffer pointer -> its declaration (the shards repeat theirs)
+        self.outliner = Outliner(fname, self.pointers)
 
     @property
     def scratch_bytes(self) -> int:
@@ -74,9 +80,15 @@ class ComputationEmitter(ComputationEmitterBase):
         """A local pointer variable for a buffer. Pointers are always locals: GCC 12 miscompiles
         vectorized loops with conditional loads through pointers reloaded from an array (p[0])."""
         name = self.names.fresh("b")
-        ctype = C.storage(shape.dtype)
-        self.decls.line(f"{ctype}* const {name} = ({ctype}*)({expr});")
+        self.pointer(name, C.storage(shape.dtype), f"({expr})")
         return Buf(name, shape)
+
+    def pointer(self, name: str, ctype: str, expr: str) -> None:
+        """Declare buffer pointer ``name`` at the top of the function; ``expr`` (a primary expression) reads
+        only ``p``, ``r`` and ``scratch`` (a shard function declares it again the same way)."""
+        line = f"{ctype}* const {name} = ({ctype}*){expr};"
+        self.decls.line(line)
+        self.pointers[name] = line
 
     def alloc(self, shape: Shape, label: str, temp: bool = True) -> Buf:
         """A scratch buffer; ``temp`` ones are freed after the current instruction, values when they die."""
@@ -169,13 +181,14 @@ class ComputationEmitter(ComputationEmitterBase):
         try:
             trial = IndentedBuffer()
             saved, self.buf = self.buf, trial
-            mark = self.names.counter
+            mark, shards = self.names.counter, self.outliner.mark()
             self.emit_loop(inst, target)
         except CodegenUnsupported:
             self.buf = saved
             if op is not Opcode.FUSION:
                 raise
             self.names.counter = mark
+            self.outliner.rollback(shards)
             self.emit_call(inst.attr("calls").name, [self.value(o) for o in inst.operands], target)
             return
         self.buf = saved
@@ -208,18 +221,32 @@ class ComputationEmitter(ComputationEmitterBase):
             inner = inner_work(self.gen.module, inst)
             work = outs[0].shape.num_elements * inner
             first, count = parallel_loops(dims) if work >= self.gen.options.parallel_threshold else (0, 0)
-            parallel_outer = count > 0
-            # Too few output elements to split: split the reduction itself (full/row reductions).
-            emitter.parallel_reduce = (not parallel_outer and outs[0].shape.num_elements <= 4
-                                       and inner >= self.gen.options.parallel_threshold)
-            open_loops(buf, zip(idx, dims), {first: parallel_for_pragma(count)} if parallel_outer else None)
-            value = emitter.emit(root, idx)
-            values = value if isinstance(value, tuple) else (value,)
-            if len(values) != len(outs):
-                raise CodegenUnsupported(f"%{inst.name}: nested tuple results in one loop")
-            for o, v in zip(outs, values):
-                buf.line(f"{o.ptr}[{linear_index(o.shape, idx)}] = {C.store(o.shape.dtype, v)};")
-            close_loops(buf, len(dims))
+            if count == 0 and outs[0].shape.num_elements <= 4 and inner >= self.gen.options.parallel_threshold:
+                # Too few output elements to split: split the reduction itself (full/row reductions).
+                emitter.parallel_reduce = self.split_reduction
+                emitter.declared.update((i, "int64_t") for i in idx)  # read by the shard
+            mark = self.names.counter
+            with buf.capture() as body:
+                value = emitter.emit(root, idx)
+                values = value if isinstance(value, tuple) else (value,)
+                if len(values) != len(outs):
+                    raise CodegenUnsupported(f"%{inst.name}: nested tuple results in one loop")
+                for o, v in zip(outs, values):
+                    buf.line(f"{o.ptr}[{linear_index(o.shape, idx)}] = {C.store(o.shape.dtype, v)};")
+            emit_nest(buf, self.outliner, list(zip(idx, dims)), first + count if count else 0, body,
+                      emitter.declared, mark)
+
+    def split_reduction(self, em: ElementalEmitter, red: SplitReduction) -> bool:
+        """The ``ReductionSplitter`` of this function's nests: ``red`` in parts on the caller's threads."""
+        identity = C.reduction_identity(red.op, red.ctype)
+        if identity is None:
+            return False
+
+        def combine(part: str) -> None:
+            em.buf.line(f"{red.acc} = {em.call_scalar(red.reducer, [red.acc, part])};")
+
+        return emit_split_reduction(em.buf, self.outliner, red.bounds, red.body, red.simd, red.acc, red.ctype,
+                                    identity, em.declared, red.mark, combine)
 
     # --- calls into other computations ------------------------------------------------
     def emit_call(self, comp_name: str, args: list[Value], target: Value) -> None:
@@ -233,7 +260,9 @@ class ComputationEmitter(ComputationEmitterBase):
             self.buf.line("if (call_status) return call_status;")
 
     def function_text(self) -> str:
+        """The shard functions of the parallel loops, then the function."""
         out = IndentedBuffer()
+        out.splice(self.outliner.functions)
         with out.block(f"static int {self.fname}(void* const* p, void* const* r, char* scratch, char* err, "
                        f"size_t errlen)"):
             out.line("(void)p; (void)r; (void)scratch; (void)err; (void)errlen;")

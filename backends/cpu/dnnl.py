@@ -244,7 +244,6 @@ class DnnlPrimitive:
         with b.block(""):
             b.line("tfxla_state* const st_ = tfxla_st;")
             b.line("dnnl_status_t s_ = dnnl_success;")
-            b.line("TFXLA_DNNL_STATIC_TEAMS();")
             b.line("pthread_mutex_lock(&st_->dnnl_mu);  /* concurrent calls share the memory objects */")
             point(f"{p}_m[0]", self.src.ptr)
             aliased = [op.src1.ptr for op in self.post_ops if isinstance(op, Binary)]
@@ -411,14 +410,6 @@ def _c_text(s: str) -> str:
 _HELPERS = r"""
 #define TFXLA_DNNL_TRY(what, call) do { dnnl_status_t s_ = (call); if (s_ != dnnl_success) { \
   snprintf(err, errlen, "oneDNN %s: %s failed: %s", what, #call, dnnl_status2str(s_)); rc = 1; goto done; } } while (0)
-/* oneDNN (OpenMP build) splits work over omp_get_max_threads() and assumes every team is that large:
-   with dynamic teams (OMP_DYNAMIC=true) part of the output would never be computed. */
-#ifdef _OPENMP
-#include <omp.h>
-#define TFXLA_DNNL_STATIC_TEAMS() do { if (omp_get_dynamic()) omp_set_dynamic(0); } while (0)
-#else
-#define TFXLA_DNNL_STATIC_TEAMS() do { } while (0)
-#endif
 static pthread_mutex_t tfxla_dnnl_mu = PTHREAD_MUTEX_INITIALIZER;
 static dnnl_engine_t tfxla_dnnl_eng;  /* one CPU engine per shared object, never destroyed */
 static dnnl_status_t tfxla_dnnl_engine(dnnl_engine_t* eng) {

@@ -16,7 +16,8 @@ when a bound proves every intermediate finite:
 with every ``b < FINITE_LIMIT`` (1e37, FLT_MAX / 34: room for the float rounding of a K-term sum,
 (1 + 2^-24)^K < 34 up to K = 5.9e7). ``max|t|`` is one vectorized read of ``t``'s bit patterns
 (``tfxla_absmax_*``: the unsigned maximum of ``bits & 0x7fff...``, which orders NaN and inf above every
-finite value and is returned as +inf); for constants it is computed once in ``tfxla_init``. Otherwise
+finite value and is returned as +inf; a large one in ``REDUCTION_PARTS`` parts on the caller's threads,
+``backends/cpu/parallel.py``); for constants it is computed once in ``tfxla_init``. Otherwise
 the NaN-keeping primitive and loop run. A chain with any other post-op (tanh, log, ...), f16 inputs,
 or a check that would read more than ``CHECK_RATIO`` times the result's elements (and more than
 ``CHECK_FREE``) per call has no fast primitive: e.g. a matmul with parameter weights and few rows,
@@ -28,6 +29,7 @@ from __future__ import annotations
 import math
 
 from backends.cpu.dnnl import Binary, DnnlPrimitive, Eltwise, Tensor
+from backends.cpu.parallel import REDUCTION_PARTS
 from hlo.dtypes import PrimitiveType as P
 
 FINITE_LIMIT = 1e37
@@ -40,39 +42,53 @@ _ABSMAX = {P.F32: "tfxla_absmax_f32", P.BF16: "tfxla_absmax_bf16"}
 
 _HELPERS = r"""
 /* max |x| over n floats (bf16: their top halves) from their bit patterns: +inf when one is NaN or +-inf.
-   From the end backwards: the library op then starts on the part this left in cache. */
-#define TFXLA_ABSMAX_LOOP(T, MASK) \
-  for (int64_t i = n - 1; i >= 0; --i) { const T v = (T)(u[i] & MASK); m = v > m ? v : m; }
-__attribute__((unused)) static double tfxla_absmax_f32(const void* p, int64_t n, int par) {
-  const uint32_t* u = (const uint32_t*)p;
-  uint32_t m = 0;
-  if (par) {
-    #pragma omp parallel for simd schedule(static) reduction(max:m)
-    TFXLA_ABSMAX_LOOP(uint32_t, 0x7fffffffu)
-  } else {
-    TFXLA_ABSMAX_LOOP(uint32_t, 0x7fffffffu)
+   From the end backwards: the library op then starts on the part this left in cache. With par, in
+   TFXLA_ABSMAX_PARTS parts on the caller's threads (tfxla_parallel), combined after. */
+#define TFXLA_ABSMAX_PARTS @PARTS@
+#define TFXLA_ABSMAX_LOOP(T, MASK, LO, HI) \
+  for (int64_t i = (HI) - 1; i >= (LO); --i) { const T v = (T)(u[i] & MASK); m = v > m ? v : m; }
+#define TFXLA_ABSMAX(NAME, T, MASK) \
+  typedef struct { const T* u; int64_t n; T part[TFXLA_ABSMAX_PARTS]; } NAME##_ctx; \
+  static void NAME##_part(void* ctx_, int64_t begin, int64_t end) { \
+    NAME##_ctx* const c = (NAME##_ctx*)ctx_; \
+    const T* const u = c->u; \
+    for (int64_t t = begin; t < end; ++t) { \
+      T m = 0; \
+      _Pragma("omp simd reduction(max:m)") \
+      TFXLA_ABSMAX_LOOP(T, MASK, t * c->n / TFXLA_ABSMAX_PARTS, (t + 1) * c->n / TFXLA_ABSMAX_PARTS) \
+      c->part[t] = m; \
+    } \
+  } \
+  static T NAME##_bits(const void* p, int64_t n, int par) { \
+    const T* const u = (const T*)p; \
+    T m = 0; \
+    if (!par) { \
+      TFXLA_ABSMAX_LOOP(T, MASK, 0, n) \
+      return m; \
+    } \
+    NAME##_ctx c = {u, n, {0}}; \
+    tfxla_parallel(TFXLA_ABSMAX_PARTS, NAME##_part, &c); \
+    for (int t = 0; t < TFXLA_ABSMAX_PARTS; ++t) m = c.part[t] > m ? c.part[t] : m; \
+    return m; \
   }
+TFXLA_ABSMAX(tfxla_absmax_u32, uint32_t, 0x7fffffffu)
+TFXLA_ABSMAX(tfxla_absmax_u16, uint16_t, 0x7fffu)
+__attribute__((unused)) static double tfxla_absmax_f32(const void* p, int64_t n, int par) {
+  const uint32_t m = tfxla_absmax_u32_bits(p, n, par);
   if (m >= 0x7f800000u) return INFINITY;
   float f;
   memcpy(&f, &m, sizeof f);
   return f;
 }
 __attribute__((unused)) static double tfxla_absmax_bf16(const void* p, int64_t n, int par) {
-  const uint16_t* u = (const uint16_t*)p;
-  uint16_t m = 0;
-  if (par) {
-    #pragma omp parallel for simd schedule(static) reduction(max:m)
-    TFXLA_ABSMAX_LOOP(uint16_t, 0x7fffu)
-  } else {
-    TFXLA_ABSMAX_LOOP(uint16_t, 0x7fffu)
-  }
+  const uint16_t m = tfxla_absmax_u16_bits(p, n, par);
   if (m >= 0x7f80u) return INFINITY;
   const uint32_t w = (uint32_t)m << 16;
   float f;
   memcpy(&f, &w, sizeof f);
   return f;
 }
-"""
+""".replace("@PARTS@", str(REDUCTION_PARTS))
 
 
 def span(t: Tensor) -> int:

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import math
 
-from backends.codegen.buffer import IndentedBuffer, close_loops, open_loops
+from backends.codegen.buffer import IndentedBuffer
 from backends.codegen.elemental import ElementalEmitter
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
 from backends.cpu import dnnl, dnnl_guard
 from backends.cpu.computation import Buf, ComputationEmitter, Value, buf_reader, top_level
-from backends.cpu.parallel import parallel_for_pragma, parallel_loops
+from backends.cpu.parallel import emit_nest, parallel_loops
 from backends.cpu.dialect import C
 from backends.cpu.dnnl import Binary, ConvWindow, DnnlPrimitive, Eltwise, Tensor
 from backends.cpu.dnnl_epilogue import EpilogueMatch
@@ -200,7 +200,7 @@ def _computed_side(em: ComputationEmitter, fusion: HloInstruction, comp: HloComp
         return None
     ctype = C.storage(shape.dtype)
     region = em.alloc_bytes(max(shape.byte_size, 1), f"{fusion.name}#{name}")
-    em.decls.line(f"{ctype}* const {buf.ptr} = ({ctype}*){region};")
+    em.pointer(buf.ptr, ctype, region)
     prelude.splice(code)
     return buf
 
@@ -244,13 +244,13 @@ def _output_fusion(em: ComputationEmitter, inst: HloInstruction, target: Value):
         _route_alias(em, inst, built[1], target, aliases)
     tail = None
     if not full:
+        if not in_place:  # (declared first: the epilogue loop's shard declares it too)
+            ctype = C.storage(dst_buf.shape.dtype)
+            region = em.alloc_bytes(dst_buf.shape.byte_size, f"{inst.name}#dnnl")
+            em.pointer(dst_buf.ptr, ctype, region)
         tail = _epilogue_loop(em, inst, comp, match.cut, dst_buf, target)
         if tail is None:
             return False
-        if not in_place:
-            ctype = C.storage(dst_buf.shape.dtype)
-            region = em.alloc_bytes(dst_buf.shape.byte_size, f"{inst.name}#dnnl")
-            em.decls.line(f"{ctype}* const {dst_buf.ptr} = ({ctype}*){region};")
     bounds = em.__dict__.setdefault("_dnnl_bounds", {})  # instruction -> C variable: max |its result|
     src_param = comp[hero.operands[0]]
     src_bound = bounds.get(inst.operands[src_param.parameter_number]) if src_param.opcode is Opcode.PARAMETER \
@@ -385,18 +385,20 @@ def _store_loop(em: ComputationEmitter, comp: HloComputation, readers, name: str
     """A loop nest storing the value of ``name`` (an instruction of ``comp``, whose parameters ``readers``
     read) at every index of ``target``, split over threads if ``parallel``; None if unsupported."""
     buf = IndentedBuffer()
-    mark = em.names.counter
+    mark, shards = em.names.counter, em.outliner.mark()
     emitter = ElementalEmitter(C, em.gen.module, comp, readers, buf, em.names, em.gen.constant_ref, external=external)
     dims = target.shape.dims
     idx = tuple(em.names.fresh("i") for _ in dims)
     first, count = parallel_loops(dims) if parallel else (0, 0)
     try:
         with buf.block(""):
-            open_loops(buf, zip(idx, dims), {first: parallel_for_pragma(count)} if count else None)
-            value = emitter.emit(name, idx)
-            buf.line(f"{target.ptr}[{linear_index(target.shape, idx)}] = {C.store(target.shape.dtype, value)};")
-            close_loops(buf, len(dims))
+            with buf.capture() as body:
+                value = emitter.emit(name, idx)
+                buf.line(f"{target.ptr}[{linear_index(target.shape, idx)}] = {C.store(target.shape.dtype, value)};")
+            emit_nest(buf, em.outliner, list(zip(idx, dims)), first + count if count else 0, body, emitter.declared,
+                      mark + len(dims))
     except CodegenUnsupported:
         em.names.counter = mark
+        em.outliner.rollback(shards)
         return None
     return buf

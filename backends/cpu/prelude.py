@@ -1,4 +1,6 @@
-"""The C prelude every generated CPU kernel starts with: includes and scalar helpers.
+"""The C prelude every generated CPU kernel starts with: includes, the caller's runtime (kernel ABI 2:
+``tfxla_runtime``, and ``tfxla_parallel`` running a parallel loop's tasks on it, ``parallel.py``) and
+scalar helpers.
 
 Helpers give XLA's semantics where C's differ (integer division by zero,
 shifts past the bit width, saturating float->int conversion, NaN-propagating
@@ -12,6 +14,7 @@ from __future__ import annotations
 from backends.codegen.abi import RUNTIME_C
 from backends.codegen.int_helpers import int_helpers
 from backends.cpu.dialect import C
+from backends.cpu.parallel import PARALLEL_C
 from backends.cpu.vmath import VMATH_C
 
 _HEADER = r"""
@@ -23,28 +26,6 @@ _HEADER = r"""
 #include <math.h>
 
 #define TFXLA_EXPORT __attribute__((visibility("default")))
-
-#if defined(__SSE__) && defined(_OPENMP)
-#include <xmmintrin.h>
-/* OpenMP worker threads keep the floating-point mode (MXCSR: flush-to-zero, denormals-are-zero,
-   rounding) they were created with, which can differ from the caller's: TensorFlow sets FTZ/DAZ
-   while it runs an op (so a team created inside an eager op flushes), plain Python does not. Each
-   run makes the calling thread's team (libgomp keeps one per master thread) adopt the caller's mode
-   when it changed, so a kernel computes as if on the calling thread alone. */
-static __thread unsigned int tfxla_team_csr = 0xffffffffu;
-static void tfxla_sync_fp_mode(void) {
-  const unsigned int mode = _mm_getcsr() & ~0x3fu; /* without the sticky exception flags */
-  if (mode == tfxla_team_csr) return;
-  #pragma omp parallel
-  {
-    const unsigned int mine = _mm_getcsr();
-    if ((mine & ~0x3fu) != mode) _mm_setcsr(mode | (mine & 0x3fu));
-  }
-  tfxla_team_csr = mode;
-}
-#else
-static void tfxla_sync_fp_mode(void) {}
-#endif
 
 static inline float tfxla_bf16_to_f32(uint16_t b) {
   uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f;
@@ -78,4 +59,4 @@ static inline float tfxla_remf(float x, float y) { return fmodf(x, y); }
 static inline double tfxla_rem(double x, double y) { return fmod(x, y); }
 """
 
-PRELUDE = _HEADER + RUNTIME_C + int_helpers(C) + VMATH_C
+PRELUDE = _HEADER + RUNTIME_C + PARALLEL_C + int_helpers(C) + VMATH_C

@@ -1,4 +1,5 @@
-"""Loading a compiled kernel and calling it from Python through its C ABI (ctypes)."""
+"""Loading a compiled kernel and calling it from Python through its C ABI (ctypes), on the process's
+kernel thread pool (``thread_pool.py``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from backends.codegen.abi import STATUS_INVALID_ARGUMENT, check_abi_version, physical_order
+from backends.cpu import thread_pool
 from backends.shared_object import LoadError, load_library, read_record
 from hlo.dtypes import PrimitiveType
 
@@ -29,10 +31,16 @@ class Kernel:
 
     The object loaded is the bytes of ``path`` as read once and checked (``backends.shared_object``):
     a complete ELF file whose sha256 is ``sha256``, or, when that is not given, the one its kernel
-    cache record (``<path>.sha256``) holds, if it has one."""
+    cache record (``<path>.sha256``) holds, if it has one.
 
-    def __init__(self, path: str | Path, sha256: str | None = None):
+    ``num_threads``: the threads its parallel loops run on (the calling thread included; None: the CPUs
+    this process may use, ``thread_pool.default_threads()``; 1: all on the calling thread). Each object
+    has its own scratch: threads calling kernels at once use one ``Kernel`` each."""
+
+    def __init__(self, path: str | Path, sha256: str | None = None, num_threads: int | None = None):
         self.path = Path(path)
+        self._runtime = thread_pool.runtime(num_threads)
+        self.num_threads = self._runtime.num_threads if self._runtime is not None else 1
         try:
             self.lib = load_library(self.path, sha256 if sha256 is not None else read_record(self.path))
         except LoadError as e:
@@ -91,7 +99,8 @@ class Kernel:
         out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs])
         dim_arr = (ctypes.c_int64 * max(len(dims), 1))(*dims)
         err = ctypes.create_string_buffer(_ERR_LEN)
-        status = self.lib.tfxla_run(self._state, in_ptrs, dim_arr, out_ptrs, self._scratch_ptr, None, err, _ERR_LEN)
+        rt = ctypes.byref(self._runtime) if self._runtime is not None else None
+        status = self.lib.tfxla_run(self._state, in_ptrs, dim_arr, out_ptrs, self._scratch_ptr, rt, err, _ERR_LEN)
         if status != 0:
             message = err.value.decode(errors="replace")
             raise (KernelInvalidArgument if status == STATUS_INVALID_ARGUMENT else KernelError)(message)

@@ -36,7 +36,6 @@ class CudaDialect(Dialect):
     backend = "CUDA"
     f16 = "__half"
     inline_function = "__device__ __forceinline__"
-    parallel_reductions = False
 
     def popcount64(self, expr: str) -> str:
         return f"__popcll({expr})"
