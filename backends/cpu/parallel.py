@@ -90,7 +90,7 @@ def parallel_loops(dims) -> tuple[int, int]:
 # --- outlining -------------------------------------------------------------------------------------
 
 _IDENT = re.compile(r"\b[A-Za-z_][A-Za-z_0-9]*\b")
-_GENERATED = re.compile(r"[a-z]+([0-9]+)")  # a ``Names.fresh`` name (b12, acc3, i7, ...)
+_GENERATED = re.compile(r"\b([a-z]+)([0-9]+)\b(?!\s*\()")  # a ``Names.fresh`` name (b12, acc3, i7; not atan2())
 _FRAME = (("void* const*", "p"), ("void* const*", "r"), ("char*", "scratch"), ("char*", "scratch_base"))
 
 
@@ -118,9 +118,9 @@ class Outliner:
         generated before ``mark`` (the names counter when the body began), neither buffer pointers nor
         ``own`` (declared by the shard); None when one of them is not in ``declared`` or not a scalar."""
         out: dict[str, str] = {}
-        for name in dict.fromkeys(_IDENT.findall(text)):
-            m = _GENERATED.fullmatch(name)
-            if m is None or int(m.group(1)) > mark or name in own or name in self.pointers:
+        for m in _GENERATED.finditer(text):
+            name = m.group(0)
+            if int(m.group(2)) > mark or name in own or name in self.pointers or name in out:
                 continue
             ctype = declared.get(name)
             if ctype is None or "*" in ctype or "[" in ctype:
