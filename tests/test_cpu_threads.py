@@ -221,6 +221,12 @@ def test_the_pool_runs_each_task_once_in_contiguous_blocks(threads: int, n: int)
     assert all(b < e for b, e in calls) and all(a[1] == b[0] for a, b in zip(calls, calls[1:]))
 
 
+def test_one_thread_is_serial_and_fewer_is_refused() -> None:
+    assert runtime(1) is None  # tfxla_run gets rt = NULL
+    with pytest.raises(ValueError, match="num_threads must be at least 1, got 0"):
+        runtime(0)
+
+
 def test_an_idle_pool_takes_no_cpu(threads_case) -> None:
     exe, args = threads_case
     Kernel(exe.path, exe.sha256, num_threads=3).run(*args)  # the pool's workers have just worked

@@ -34,13 +34,12 @@ class Kernel:
     cache record (``<path>.sha256``) holds, if it has one.
 
     ``num_threads``: the threads its parallel loops run on (the calling thread included; None: the CPUs
-    this process may use, ``thread_pool.default_threads()``; 1: all on the calling thread). Each object
-    has its own scratch: threads calling kernels at once use one ``Kernel`` each."""
+    this process may use, ``thread_pool.default_threads()``; 1: all on the calling thread; a CUDA host
+    launcher, whose program runs on the device, gets none). Each object has its own scratch: threads
+    calling kernels at once use one ``Kernel`` each."""
 
     def __init__(self, path: str | Path, sha256: str | None = None, num_threads: int | None = None):
         self.path = Path(path)
-        self._runtime = thread_pool.runtime(num_threads)
-        self.num_threads = self._runtime.num_threads if self._runtime is not None else 1
         try:
             self.lib = load_library(self.path, sha256 if sha256 is not None else read_record(self.path))
         except LoadError as e:
@@ -63,6 +62,8 @@ class Kernel:
         self.lib.tfxla_teardown.argtypes = [ctypes.c_void_p]
         self.inputs = [(PrimitiveType.from_text(i["dtype"]), tuple(i["dims"])) for i in self.signature["inputs"]]
         self.outputs = [(PrimitiveType.from_text(o["dtype"]), tuple(o["dims"])) for o in self.signature["outputs"]]
+        self._runtime = None if self.signature.get("backend") == "cuda" else thread_pool.runtime(num_threads)
+        self.num_threads = self._runtime.num_threads if self._runtime is not None else 1
         # Buffers are in each shape's layout: the major-to-minor order of the dims, when it is not row-major.
         self._in_order = [physical_order(i) for i in self.signature["inputs"]]
         self._out_order = [physical_order(o) for o in self.signature["outputs"]]
