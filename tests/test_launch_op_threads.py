@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -177,3 +177,74 @@ def test_pool_threads_run_in_tfs_mode_and_a_trampoline_gives_blocks_the_callers(
         assert mode & (FTZ | DAZ) == FTZ | DAZ and mode & ROUNDING == 0, hex(mode)
     else:
         assert not pool_modes  # one thread: every block on the caller
+
+
+# --- many TF threads at once, generated kernels ------------------------------------------------------
+PARALLEL_LOOP = re.compile(r"parallel[_ ]for")  # rt->parallel_for (ABI 2), or the OpenMP pragma before it
+RNG = np.random.default_rng(7)
+
+
+def _in_threads(work, count: int) -> list[str]:
+    """Runs ``work(k)`` on ``count`` Python threads at once (a barrier lines up their first calls)."""
+    barrier, failures = threading.Barrier(count), []
+
+    def run(k):
+        try:
+            barrier.wait()
+            work(k)
+        except Exception as e:  # reported by the caller
+            failures.append(f"thread {k}: {e!r}")
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return failures
+
+
+def test_a_compiled_function_called_from_8_threads_at_once_matches_tf():
+    w = tf.constant(RNG.standard_normal((256, 256)).astype(np.float32) / 16.0)
+
+    def fn(x):
+        h = tf.matmul(x, w)
+        return tf.nn.softmax(h, axis=-1) * tf.tanh(x) + tf.reduce_sum(tf.exp(-h * h), axis=-1, keepdims=True)
+
+    f = tfxla_plugin.function(fn, jit_compile=True)
+    inputs = [tf.constant(RNG.standard_normal((512, 256)).astype(np.float32)) for _ in range(8)]
+    want = [fn(x).numpy() for x in inputs]  # TF eager
+    graph = f.compiled_graph(inputs[0])
+    assert len(graph.clusters) == 1 and PARALLEL_LOOP.search(graph.clusters[0].c_source)
+
+    def work(k):
+        for _ in range(5):
+            np.testing.assert_allclose(f(inputs[k]).numpy(), want[k], rtol=1e-5, atol=1e-5)
+
+    assert _in_threads(work, 8) == []
+
+
+def test_a_graph_of_independent_clusters_on_tfs_inter_op_threads_matches_tf():
+    """Three clusters share no edge (a string op after each), so TF's executor runs their launches on
+    inter-op threads at once; four Python threads call the graph at the same time."""
+
+    def fn(x, y, z):
+        outs = []
+        for k, v in enumerate((x, y, z)):
+            a = tf.nn.softmax(v * (k + 1.0), axis=-1) + tf.tanh(v)
+            s = tf.strings.to_number(tf.strings.as_string(a, precision=9))  # stays in TF
+            outs.append(tf.exp(s) * 0.5 - s)
+        return outs
+
+    f = tfxla_plugin.function(fn, jit_compile="auto")
+    calls = [[tf.constant(RNG.standard_normal((256, 512)).astype(np.float32)) for _ in range(3)] for _ in range(4)]
+    want = [[t.numpy() for t in fn(*args)] for args in calls]
+    graph = f.compiled_graph(*calls[0])
+    assert graph._fast is None  # run as a TF graph, by TF's executor
+    assert len(graph.clusters) == 3 and all(PARALLEL_LOOP.search(c.c_source) for c in graph.clusters)
+
+    def work(k):
+        for _ in range(4):
+            for got, w in zip(f(*calls[k]), want[k]):
+                np.testing.assert_allclose(got.numpy(), w, rtol=1e-5, atol=1e-5)
+
+    assert _in_threads(work, 4) == []
