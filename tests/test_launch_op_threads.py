@@ -4,8 +4,9 @@
   often it ran, on which thread, in which block and under which MXCSR. In fresh processes with 1 and 3
   intra-op threads (set with ``tf.config.threading``): ``num_threads`` is TF's intra-op count, every
   index runs exactly once, in min(n, num_threads) contiguous blocks of near-equal size, the calling
-  thread runs one, and with 3 threads the blocks run on more than one thread; eagerly and inside a
-  ``tf.function`` (the op on an inter-op thread) alike, and for a batch-tiled launch too.
+  thread runs one, and with 3 threads the blocks run on more than one thread; eagerly, inside a
+  ``tf.function`` (the op on an inter-op thread) and from 8 Python threads at once alike, and a
+  batch-tiled launch gets the runtime too.
 * MXCSR: blocks on TF's pool threads run in the pool's floating-point mode, whatever the caller's
   (which is why a kernel's task trampoline installs the caller's mode: ABI 2's rule); a kernel that
   does so sees the caller's mode in every block and leaves the pool threads' mode as it found it.
@@ -84,7 +85,7 @@ TILED_RUN = """
   o[0] = o[1] = rt ? rt->num_threads : -1; return 0;"""
 
 CHILD = """
-import json, sys
+import json, sys, threading
 import numpy as np
 import tensorflow as tf
 threads = int(sys.argv[3])
@@ -104,6 +105,17 @@ for how, fn in (("eager", call), ("graph", graph_call)):
         for mode in (0, 1, 2, 0):
             r = [t.numpy().tolist() for t in fn(tf.constant(n, tf.int64), tf.constant(mode, tf.int64))]
             results["calls"].append({"how": how, "n": n, "mode": mode, "out": r})
+def from_thread(k):  # 8 Python threads at once, each op asking the one pool for its blocks
+    barrier.wait()
+    for _ in range(3):
+        r = [t.numpy().tolist() for t in call(tf.constant(64, tf.int64), tf.constant(0, tf.int64))]
+        results["calls"].append({"how": f"thread {k}", "n": 64, "mode": 0, "out": r})
+barrier = threading.Barrier(8)
+workers = [threading.Thread(target=from_thread, args=(k,)) for k in range(8)]
+for w in workers:
+    w.start()
+for w in workers:
+    w.join()
 t = op.tfxla_launch(kernel_path=[tiled], args=[tf.zeros([5], tf.int64)], Tout=[tf.int64], output_shapes=[[None]],
                     cluster="tiled", kernel_hash="", batch_tiles=[2], batched_args=[1], batched_results=[1])
 results["tiled"] = t[0].numpy().tolist()
