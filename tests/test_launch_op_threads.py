@@ -12,7 +12,7 @@
   does so sees the caller's mode in every block and leaves the pool threads' mode as it found it.
 * Many TF threads at once: compiled functions (``tfxla_plugin.function``) whose kernels have parallel
   loops, called from 8 Python threads at once, and a graph of independent clusters on TF's inter-op
-  threads, against TF eager.
+  threads, against TF eager; and a generated kernel's bytes at 1 and 3 intra-op threads are the same.
 
 The refusal of ABI-1 kernels is in tests/test_launch_op.py (``test_bad_kernels_are_refused_by_name``).
 """
@@ -119,6 +119,17 @@ for w in workers:
 t = op.tfxla_launch(kernel_path=[tiled], args=[tf.zeros([5], tf.int64)], Tout=[tf.int64], output_shapes=[[None]],
                     cluster="tiled", kernel_hash="", batch_tiles=[2], batched_args=[1], batched_results=[1])
 results["tiled"] = t[0].numpy().tolist()
+
+import tfxla_plugin  # a generated kernel with parallel loops and a long reduction: its bytes at this count
+rng = np.random.default_rng(3)
+x, w = rng.standard_normal((512, 256)).astype(np.float32), rng.standard_normal((256, 256)).astype(np.float32)
+def generated(x, w):
+    h = tf.matmul(x, w)
+    return tf.nn.softmax(h, axis=-1) * tf.tanh(x), tf.reduce_sum(x * 1.5 - 0.25)
+got = [t.numpy() for t in tfxla_plugin.function(generated, jit_compile=True)(x, w)]
+want = [t.numpy() for t in generated(tf.constant(x), tf.constant(w))]
+results["generated"] = {"bytes": [g.tobytes().hex() for g in got],
+                        "error": [float(np.max(np.abs(g - v) / (1e-5 + np.abs(v)))) for g, v in zip(got, want)]}
 print("RESULT " + json.dumps(results), flush=True)
 """
 
@@ -130,14 +141,29 @@ def probes(tmp_path_factory) -> tuple[str, str]:
     return blocks, _abi_kernel(tmp, "tiled", TILED_SIG, TILED_RUN)
 
 
-@pytest.fixture(scope="module", params=[1, 3], ids=lambda t: f"intra_op_{t}")
-def child(request, probes) -> dict:
-    """What the probes saw in a fresh process with ``request.param`` intra-op threads."""
+@pytest.fixture(scope="module")
+def children(probes) -> dict[int, dict]:
+    """What the probes saw in fresh processes with 1 and 3 intra-op threads (run side by side)."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", CHILD, *probes, str(request.param)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.split("RESULT ", 1)[1])
+    procs = {n: subprocess.Popen([sys.executable, "-c", CHILD, *probes, str(n)], cwd=REPO, env=env, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in (1, 3)}
+    out = {}
+    try:
+        for n, proc in procs.items():
+            stdout, stderr = proc.communicate(timeout=300)
+            assert proc.returncode == 0, stderr[-3000:]
+            out[n] = json.loads(stdout.split("RESULT ", 1)[1])
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return out
+
+
+@pytest.fixture(params=[1, 3], ids=lambda t: f"intra_op_{t}")
+def child(request, children) -> dict:
+    return children[request.param]
 
 
 def test_num_threads_is_tfs_intra_op_count(child):
@@ -260,3 +286,11 @@ def test_a_graph_of_independent_clusters_on_tfs_inter_op_threads_matches_tf():
                 np.testing.assert_allclose(got.numpy(), w, rtol=1e-5, atol=1e-5)
 
     assert _in_threads(work, 4) == []
+
+
+def test_a_generated_kernels_results_do_not_depend_on_the_thread_count(children):
+    """ABI 2's rule, through the op: the bytes at 1 and 3 intra-op threads are the same (a split reduction
+    has a part count fixed at code generation), and match TF (|got - TF| < 1e-4 * (|TF| + 1e-5))."""
+    for child in children.values():
+        assert max(child["generated"]["error"]) < 1e-4, child["generated"]["error"]
+    assert children[1]["generated"]["bytes"] == children[3]["generated"]["bytes"]
