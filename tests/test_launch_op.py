@@ -289,12 +289,26 @@ def test_missing_file_names_it_and_a_later_fix_works(op, kernels, tmp_path):
 
 
 # --- hand-written kernels probing the ABI ---------------------------------------------------------
-def _abi_kernel(tmp: Path, name: str, signature, run: str, *, abi: int = 1, init: str = "", extra: str = "") -> str:
+# The ABI 2 runtime struct, as tfxla_plugin/ops/parallel.h and the generated CPU prelude declare it.
+RUNTIME_C = """\
+#include <stddef.h>
+#include <stdint.h>
+typedef void (*tfxla_task_fn)(void* ctx, int64_t begin, int64_t end);
+typedef struct tfxla_runtime {
+  int64_t struct_size;
+  int64_t num_threads;
+  void* pool;
+  void (*parallel_for)(void* pool, int64_t n, tfxla_task_fn fn, void* ctx);
+} tfxla_runtime;
+"""
+
+
+def _abi_kernel(tmp: Path, name: str, signature, run: str, *, abi: int = 2, init: str = "", extra: str = "") -> str:
+    """A hand-written kernel of ABI version ``abi`` (its ``tfxla_run`` sees ``rt``: the op's runtime)."""
     sig_text = signature if isinstance(signature, str) else json.dumps(signature)
     scratch = signature["scratch_bytes"] if isinstance(signature, dict) else 0
     src = tmp / f"{name}.c"
-    src.write_text(textwrap.dedent(f"""\
-        #include <stdint.h>
+    src.write_text(RUNTIME_C + textwrap.dedent(f"""\
         #include <stdio.h>
         #include <string.h>
         static int inits, runs;
@@ -306,8 +320,8 @@ def _abi_kernel(tmp: Path, name: str, signature, run: str, *, abi: int = 1, init
           (void)err; (void)errlen; *state = &inits; ++inits; {init} return 0; }}
         void tfxla_teardown(void* state) {{ (void)state; }}
         int tfxla_run(void* state, const void* const* in, const int64_t* in_dims, void* const* out,
-                      char* scratch, char* err, size_t errlen) {{
-          (void)state; (void)in; (void)in_dims; (void)out; (void)scratch; (void)err; (void)errlen;
+                      char* scratch, const tfxla_runtime* rt, char* err, size_t errlen) {{
+          (void)state; (void)in; (void)in_dims; (void)out; (void)scratch; (void)rt; (void)err; (void)errlen;
           ++runs; {run} }}
         """))
     so = tmp / f"{name}.so"
@@ -319,7 +333,7 @@ def _spec(dtype, dims):
     return {"dtype": dtype, "dims": dims, "minor_to_major": list(range(len(dims) - 1, -1, -1))}
 
 
-SCALAR_SIG = {"abi_version": 1, "module": "scalar", "inputs": [_spec("f32", [])], "outputs": [_spec("f32", [])],
+SCALAR_SIG = {"abi_version": 2, "module": "scalar", "inputs": [_spec("f32", [])], "outputs": [_spec("f32", [])],
               "scratch_bytes": 0}
 COPY_SCALAR = "*(float*)out[0] = *(const float*)in[0]; return 0;"
 
@@ -327,7 +341,7 @@ COPY_SCALAR = "*(float*)out[0] = *(const float*)in[0]; return 0;"
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     """x: f32[2,3], y: s32[4] -> (s64[6]: in_dims[0..2], scratch aligned, inits, runs; f32[]: sum)."""
-    sig = {"abi_version": 1, "module": "probe", "inputs": [_spec("f32", [2, 3]), _spec("s32", [4])],
+    sig = {"abi_version": 2, "module": "probe", "inputs": [_spec("f32", [2, 3]), _spec("s32", [4])],
            "outputs": [_spec("s64", [6]), _spec("f32", [])], "scratch_bytes": 1000}
     run = """
       int64_t* o = (int64_t*)out[0];
@@ -373,7 +387,10 @@ def test_kernel_error_status_is_a_tf_error_and_the_kernel_stays_usable(op, tmp_p
 
 
 @pytest.mark.parametrize("case, error, message", [
-    ("abi2", tf.errors.FailedPreconditionError, "has ABI version 2, but this TfxlaLaunch op speaks version 1"),
+    ("abi1", tf.errors.FailedPreconditionError, "has ABI version 1: it was built by an older tfxla and must be "
+                                                "recompiled"),
+    ("abi3", tf.errors.FailedPreconditionError, "has ABI version 3, but this TfxlaLaunch op speaks version 2: it "
+                                                "was built by a newer tfxla"),
     ("init_fails", tf.errors.FailedPreconditionError, "tfxla_init failed: no license"),
     ("no_symbols", tf.errors.InvalidArgumentError, "is not a tfxla kernel: missing symbol tfxla_abi_version"),
     ("bad_json", tf.errors.InvalidArgumentError, "cannot parse its signature"),
@@ -383,12 +400,12 @@ def test_kernel_error_status_is_a_tf_error_and_the_kernel_stays_usable(op, tmp_p
 def test_bad_kernels_are_refused_by_name(op, tmp_path, case, error, message):
     kw: dict = {}
     sig = {**SCALAR_SIG, "module": case}
-    if case == "abi2":
-        kw["abi"] = 2
+    if case in ("abi1", "abi3"):
+        kw["abi"] = int(case[-1])
     elif case == "init_fails":
         kw["init"] = 'snprintf(err, errlen, "no license"); return 1;'
     elif case == "bad_json":
-        sig = '{"abi_version": 1, "inputs": [{'
+        sig = '{"abi_version": 2, "inputs": [{'
     elif case == "column_major":
         sig["inputs"] = [{"dtype": "f32", "dims": [2, 3], "minor_to_major": [0, 1]}]
     elif case == "int4_dtype":

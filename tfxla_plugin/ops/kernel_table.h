@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "json_reader.h"
 #include "kernel_file.h"
+#include "parallel.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -42,7 +43,7 @@ using ::tensorflow::PartialTensorShape;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 
-constexpr int kAbiVersion = 2;
+constexpr int kAbiVersion = 2;  // backends/codegen/abi.py ABI_VERSION
 constexpr size_t kErrLen = 1024;
 constexpr int64_t kScratchAlign = 64;
 
@@ -62,8 +63,8 @@ using SignatureFn = const char* (*)();
 using ScratchBytesFn = int64_t (*)();
 using InitFn = int (*)(void**, char*, size_t);
 using TeardownFn = void (*)(void*);
-using RunFn = int (*)(void*, const void* const*, const int64_t*, void* const*, char*, const void* /*tfxla_runtime*/,
-                      char*, size_t);
+using RunFn = int (*)(void*, const void* const*, const int64_t*, void* const*, char*, const tfxla_runtime*, char*,
+                      size_t);
 
 struct LoadedKernel {
   std::string path;
@@ -157,10 +158,14 @@ absl::Status InitLoaded(LoadedKernel* k) {
   TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_teardown", k->path, true, &k->teardown));
   TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_run", k->path, true, &k->run));
   const int version = abi_version();
+  if (version < kAbiVersion)
+    return FailedPrecondition("tfxla kernel '", k->path, "' has ABI version ", version, ": it was built by an older ",
+                              "tfxla and must be recompiled (this TfxlaLaunch op speaks version ", kAbiVersion,
+                              ", which hands kernels TensorFlow's threads)");
   if (version != kAbiVersion)
-    return FailedPrecondition("tfxla kernel '", k->path, "' has ABI version ", version,
-                              ", but this TfxlaLaunch op speaks version ", kAbiVersion,
-                              "; recompile the kernel");
+    return FailedPrecondition("tfxla kernel '", k->path, "' has ABI version ", version, ", but this TfxlaLaunch op ",
+                              "speaks version ", kAbiVersion, ": it was built by a newer tfxla; recompile the kernel ",
+                              "with this one or upgrade tfxla-plugin");
   const char* text = signature();
   if (text == nullptr)
     return InvalidArgument("tfxla kernel '", k->path, "': tfxla_signature() returned NULL");

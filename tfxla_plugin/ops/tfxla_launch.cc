@@ -2,15 +2,16 @@
 //
 //   TfxlaLaunch(kernel_path: string, args: Tin) -> results: Tout
 //
-// The kernel is a plain C shared object with the ABI of backends/cpu/codegen.py (ABI version 1):
-//   int         tfxla_abi_version(void);
+// The kernel is a plain C shared object with the ABI of backends/codegen/abi.py (ABI version 2):
+//   int         tfxla_abi_version(void);      // 2; a kernel of an older ABI is refused: recompile it
 //   const char* tfxla_signature(void);       // JSON: abi_version, module, inputs/outputs [{dtype, dims,
 //                                             //       minor_to_major}], scratch_bytes
 //   int64_t     tfxla_scratch_bytes(void);    // optional; must agree with the signature
 //   int         tfxla_init(void** state, char* err, size_t errlen);
 //   void        tfxla_teardown(void* state);
 //   int         tfxla_run(void* state, const void* const* in, const int64_t* in_dims,
-//                         void* const* out, char* scratch, char* err, size_t errlen);
+//                         void* const* out, char* scratch, const tfxla_runtime* rt,
+//                         char* err, size_t errlen);
 //
 // Invariants:
 // * A kernel path is loaded once per process (dlopen RTLD_NOW|RTLD_LOCAL, signature parsed,
@@ -26,12 +27,17 @@
 // * Every failure is a TF error status naming the kernel file; nothing here aborts the process. A kernel
 //   status of 3 (kStatusInvalidArgument: the data is invalid, e.g. a gather index out of range) is an
 //   InvalidArgument starting with the kernel's message (TF's own text); any other nonzero one Internal.
+// * Threads: the kernel's parallel loops run on TensorFlow's intra-op pool, not on threads of its own:
+//   `rt` (parallel.h) is built per Compute over ctx->device()->tensorflow_cpu_worker_threads(), with
+//   num_threads = that pool's NumThreads(); every launch (static or tile by tile) gets it. Many TF
+//   threads may run kernels at once; they share the one pool, as TF's own ops do.
 // * An argument may be a variable's resource handle (Tin entry DT_RESOURCE) instead of its value:
 //   the op reads the variable as ReadVariableOp does (shared lock; a copy in copy-on-read mode)
 //   and checks its dtype and shape like any input. The eager single-launch path passes handles,
 //   so a call is one op however many variables the cluster reads.
 // Reading and checking kernel files lives in kernel_file.h, loading them in kernel_table.h,
-// rebuilding them (the compiler run directly: no shell, no interpreter) in rebuild.h.
+// rebuilding them (the compiler run directly: no shell, no interpreter) in rebuild.h, the threads
+// in parallel.h, planning batch tiles in tiles.h.
 
 #include <algorithm>
 #include <cstdint>
@@ -49,12 +55,14 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "kernel_table.h"
+#include "op_def.h"
+#include "parallel.h"
 #include "rebuild.h"
+#include "tiles.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/resource_var.h"
-#include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
 #include "tensorflow/core/platform/errors.h"  // TF_RETURN_IF_ERROR
@@ -78,41 +86,6 @@ absl::Status CheckInput(const std::string& cluster, int i, const Tensor& t, cons
   return InvalidArgument("TfxlaLaunch cluster '", cluster, "': input ", i, " has shape ", ShapeString(t),
                          ", but kernel ", k.Name(), " was compiled for ", expected, " (rank ", spec.dims.size(),
                          ")");
-}
-
-int64_t RowBytes(const TensorSpec& spec) {
-  int64_t n = tensorflow::DataTypeSize(spec.dtype);
-  for (size_t d = 1; d < spec.dims.size(); ++d) n *= spec.dims[d];
-  return n;
-}
-
-// One launch of a tiled call: rows [start, start + rows) through kernel `tile` (rows < its tile size
-// means the tile is padded with zero rows whose results are dropped).
-struct TileStep {
-  int64_t start;
-  int tile;
-  int64_t rows;
-};
-
-// Full tiles of the largest size first; a remainder more than half of a tile size (or any remainder
-// at the smallest size) becomes one padded tile of that size, otherwise it moves down a size.
-std::vector<TileStep> PlanTiles(const std::vector<int64_t>& tiles, int64_t n, bool need_one) {
-  std::vector<int> order(tiles.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return tiles[a] > tiles[b]; });
-  std::vector<TileStep> plan;
-  int64_t start = 0, left = n;
-  for (size_t o = 0; o < order.size(); ++o) {
-    const int t = order[o];
-    for (; left >= tiles[t]; left -= tiles[t], start += tiles[t]) plan.push_back({start, t, tiles[t]});
-    if (left > 0 && (o + 1 == order.size() || 2 * left > tiles[t])) {
-      plan.push_back({start, t, left});
-      start += left;
-      left = 0;
-    }
-  }
-  if (plan.empty() && need_one) plan.push_back({0, order.back(), 0});
-  return plan;
 }
 
 class TfxlaLaunchOp : public OpKernel {
@@ -177,10 +150,11 @@ class TfxlaLaunchOp : public OpKernel {
     OP_REQUIRES_OK(ctx, Resolve(paths, &ks));
     std::vector<Tensor> args(tin_.size());
     for (size_t i = 0; i < tin_.size(); ++i) OP_REQUIRES_OK(ctx, Arg(ctx, static_cast<int>(i), *ks[0], &args[i]));
+    const PoolRuntime pool(ctx);  // TF's intra-op threads, for the kernel's parallel loops
     if (batch_tiles_.empty()) {
-      RunStatic(ctx, *ks[0], args);
+      RunStatic(ctx, pool.get(), *ks[0], args);
     } else {
-      RunTiled(ctx, ks, args);
+      RunTiled(ctx, pool.get(), ks, args);
     }
   }
 
@@ -216,7 +190,8 @@ class TfxlaLaunchOp : public OpKernel {
     return absl::OkStatus();
   }
 
-  void RunStatic(OpKernelContext* ctx, const LoadedKernel& k, const std::vector<Tensor>& args) {
+  void RunStatic(OpKernelContext* ctx, const tfxla_runtime* rt, const LoadedKernel& k,
+                 const std::vector<Tensor>& args) {
     const int n_in = static_cast<int>(k.inputs.size());
     absl::InlinedVector<const void*, 8> in_ptrs(std::max(n_in, 1), nullptr);
     absl::InlinedVector<int64_t, 32> in_dims;
@@ -240,10 +215,11 @@ class TfxlaLaunchOp : public OpKernel {
     Tensor scratch_t;
     char* scratch = nullptr;
     OP_REQUIRES_OK(ctx, Scratch(ctx, k.scratch_bytes, &scratch_t, &scratch));
-    OP_REQUIRES_OK(ctx, Run(k, in_ptrs.data(), in_dims.data(), out_ptrs.data(), scratch));
+    OP_REQUIRES_OK(ctx, Run(k, in_ptrs.data(), in_dims.data(), out_ptrs.data(), scratch, rt));
   }
 
-  void RunTiled(OpKernelContext* ctx, const std::vector<const LoadedKernel*>& ks, const std::vector<Tensor>& args) {
+  void RunTiled(OpKernelContext* ctx, const tfxla_runtime* rt, const std::vector<const LoadedKernel*>& ks,
+                const std::vector<Tensor>& args) {
     const LoadedKernel& k0 = *ks[0];
     const int n_in = static_cast<int>(k0.inputs.size());
     const int n_out = static_cast<int>(k0.outputs.size());
@@ -316,7 +292,7 @@ class TfxlaLaunchOp : public OpKernel {
         OP_REQUIRES_OK(ctx, ctx->allocate_temp(tensorflow::DT_INT8, TensorShape({bytes + 1}), &staging_out[j]));
         out_ptrs[j] = staging_out[j].data();
       }
-      OP_REQUIRES_OK(ctx, Run(k, in_ptrs.data(), in_dims.data(), out_ptrs.data(), scratch));
+      OP_REQUIRES_OK(ctx, Run(k, in_ptrs.data(), in_dims.data(), out_ptrs.data(), scratch, rt));
       for (int j = 0; j < n_out; ++j) {
         if (!batched_results_[j] || !padded || s.rows == 0) continue;
         const int64_t row = RowBytes(k.outputs[j]);
@@ -335,10 +311,10 @@ class TfxlaLaunchOp : public OpKernel {
   }
 
   absl::Status Run(const LoadedKernel& k, const void* const* in, const int64_t* in_dims, void* const* out,
-                   char* scratch) const {
+                   char* scratch, const tfxla_runtime* rt) const {
     char err[kErrLen];
     err[0] = '\0';
-    const int status = k.run(k.state, in, in_dims, out, scratch, /*rt=*/nullptr, err, sizeof(err));
+    const int status = k.run(k.state, in, in_dims, out, scratch, rt, err, sizeof(err));
     err[kErrLen - 1] = '\0';
     if (status == 0) return absl::OkStatus();
     // The kernel refused the data (a gather index outside its operand): TF's error with TF's message.
@@ -480,66 +456,6 @@ class TfxlaLaunchOp : public OpKernel {
 };
 
 }  // namespace
-
-REGISTER_OP("TfxlaLaunch")
-    .Input("kernel_path: string")
-    .Input("args: Tin")
-    .Output("results: Tout")
-    .Attr("Tin: list(type) >= 0")
-    .Attr("Tout: list(type) >= 0")
-    .Attr("output_shapes: list(shape) >= 0")
-    .Attr("cluster: string")
-    .Attr("kernel_hash: string")
-    .Attr("cluster_graph: string = ''")
-    .Attr("cluster_io: string = ''")
-    .Attr("batch_tiles: list(int) = []")
-    .Attr("batched_args: list(int) = []")
-    .Attr("batched_results: list(int) = []")
-    .Attr("kernel_hashes: list(string) = []")
-    .Attr("source_hashes: list(string) = []")
-    .Attr("cpu_features: list(string) = []")
-    .Attr("rebuild_commands: list(string) = []")
-    .Attr("backend: string = ''")
-    .Attr("source_suffix: string = ''")
-    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) -> absl::Status {
-      std::vector<PartialTensorShape> shapes;
-      TF_RETURN_IF_ERROR(c->GetAttr("output_shapes", &shapes));
-      if (static_cast<int>(shapes.size()) != c->num_outputs())
-        return InvalidArgument("TfxlaLaunch: ", c->num_outputs(), " output types but ", shapes.size(),
-                               " output_shapes");
-      tensorflow::shape_inference::ShapeHandle unused;
-      TF_RETURN_IF_ERROR(c->WithRankAtMost(c->input(0), 1, &unused));
-      for (int i = 0; i < c->num_outputs(); ++i) {
-        tensorflow::shape_inference::ShapeHandle s;
-        TF_RETURN_IF_ERROR(c->MakeShapeFromPartialTensorShape(shapes[i], &s));
-        c->set_output(i, s);
-      }
-      return absl::OkStatus();
-    })
-    .Doc(R"doc(
-Runs one compiled tfxla kernel (a plain C shared object, tfxla ABI version 1).
-
-kernel_path: path of the kernel .so (a tensor, so a SavedModel Asset can feed it); with batch_tiles,
-  a vector with one kernel per tile size.
-args: the kernel's inputs, in parameter order; dtypes and shapes must be those it was compiled for.
-results: the kernel's outputs (the ROOT tuple flattened).
-output_shapes: static shapes of the results, for shape inference.
-cluster: the name of the cluster this node replaced (used in error messages).
-kernel_hash: sha256 (hex) of the kernel file; when non-empty a file with another hash is refused.
-cluster_graph: serialized GraphDef of the original cluster (for the Python gradient; opaque here).
-batch_tiles: when set, kernel i was compiled for batch_tiles[i] rows; a call with any batch size runs
-  the rows tile by tile (the last tile padded), which hlo/analysis/batch.py proved equivalent.
-batched_args, batched_results: 1 where dim 0 of that input/result is the batch dimension.
-kernel_hashes: per-kernel sha256 (with batch_tiles, or with source_hashes).
-source_hashes: per-kernel sha256 of the source `<kernel><source_suffix>` beside `<kernel>.so`: when
-  set, a kernel file that is unusable here (wrong hash, missing CPU features) is rebuilt from that source
-  with its rebuild command, if the source still has that hash.
-cpu_features: /proc/cpuinfo flags the kernels were compiled for.
-rebuild_commands: per kernel, the command that compiles its source (a JSON list: argv, with the elements
-  "{source}" and "{output}" for the paths), run directly, without a shell (Backend.rebuild_command).
-backend: the name of the backend that built the kernels (for messages).
-source_suffix: how the kernels' sources are named (".c", ".cu").
-)doc");
 
 REGISTER_KERNEL_BUILDER(Name("TfxlaLaunch").Device(tensorflow::DEVICE_CPU).HostMemory("kernel_path"),
                         TfxlaLaunchOp);
