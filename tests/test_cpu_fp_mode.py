@@ -19,15 +19,18 @@ import sys
 import textwrap
 
 # The kernels' own tfxla_parallel (the prelude) on a task that records each block's mode; the first block
-# sleeps, so that a worker surely runs the other.
+# waits (up to 10 s) until the other has run, so that a worker surely runs it however busy the machine is.
 PROBE = r"""
+static int other_done;
 static void record(void* ctx, int64_t b, int64_t e) {
   for (int64_t i = b; i < e; ++i) ((unsigned*)ctx)[i] = _mm_getcsr();
-  if (b == 0) usleep(20000);
+  if (b != 0) { __atomic_store_n(&other_done, 1, __ATOMIC_RELEASE); return; }
+  for (int k = 0; k < 10000 && !__atomic_load_n(&other_done, __ATOMIC_ACQUIRE); ++k) usleep(1000);
 }
 TFXLA_EXPORT unsigned get_csr(void) { return _mm_getcsr(); }
 TFXLA_EXPORT void set_csr(unsigned v) { _mm_setcsr(v); }
 TFXLA_EXPORT void probe(const tfxla_runtime* rt, unsigned* seen, int direct) {
+  __atomic_store_n(&other_done, 0, __ATOMIC_RELEASE);
   if (direct) { rt->parallel_for(rt->pool, 2, record, seen); return; }  /* no trampoline */
   tfxla_rt = rt;
   tfxla_parallel(2, record, seen);
