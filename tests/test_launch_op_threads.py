@@ -12,7 +12,8 @@
   does so sees the caller's mode in every block and leaves the pool threads' mode as it found it.
 * Many TF threads at once: compiled functions (``tfxla_plugin.function``) whose kernels have parallel
   loops, called from 8 Python threads at once, and a graph of independent clusters on TF's inter-op
-  threads, against TF eager; and a generated kernel's bytes at 1 and 3 intra-op threads are the same.
+  threads, against TF eager; a generated kernel's bytes at 1 and 3 intra-op threads are the same, and
+  its tasks take CPU time on TF's pool threads (those the probe saw) when there are 3 of them.
 
 The refusal of ABI-1 kernels is in tests/test_launch_op.py (``test_bad_kernels_are_refused_by_name``).
 """
@@ -34,6 +35,7 @@ import tfxla_plugin
 from tests.test_launch_op import REPO, _abi_kernel, _spec
 
 N_MAX = 64  # indices the probe records
+PARALLEL_LOOP = re.compile(r"\btfxla_parallel\(\d+, \w+, &ctx_\);")  # a loop run as tasks (backends/cpu/parallel.py)
 FTZ, DAZ, ROUNDING = 0x8000, 0x0040, 0x6000  # MXCSR bits: flush-to-zero, denormals-are-zero, rounding control
 ROUND_TOWARD_ZERO = 0x6000
 CONTROL = 0xFFC0  # the mode bits (the low six are sticky exception flags, which differ between threads)
@@ -85,7 +87,7 @@ TILED_RUN = """
   o[0] = o[1] = rt ? rt->num_threads : -1; return 0;"""
 
 CHILD = """
-import json, sys, threading
+import json, re, sys, threading
 import numpy as np
 import tensorflow as tf
 threads = int(sys.argv[3])
@@ -126,10 +128,25 @@ x, w = rng.standard_normal((512, 256)).astype(np.float32), rng.standard_normal((
 def generated(x, w):
     h = tf.matmul(x, w)
     return tf.nn.softmax(h, axis=-1) * tf.tanh(x), tf.reduce_sum(x * 1.5 - 0.25)
-got = [t.numpy() for t in tfxla_plugin.function(generated, jit_compile=True)(x, w)]
+f = tfxla_plugin.function(generated, jit_compile=True)
+got = [t.numpy() for t in f(x, w)]
 want = [t.numpy() for t in generated(tf.constant(x), tf.constant(w))]
 results["generated"] = {"bytes": [g.tobytes().hex() for g in got],
+                        "parallel_loops": len(re.findall(sys.argv[4], f.compiled_graph(x, w).clusters[0].c_source)),
                         "error": [float(np.max(np.abs(g - v) / (1e-5 + np.abs(v)))) for g, v in zip(got, want)]}
+# TF's pool threads: those that ran probe blocks without calling the op. Do a generated kernel's tasks use them?
+callers = {c["out"][4][3] for c in results["calls"]}
+pool = sorted({t for c in results["calls"] for t in c["out"][1][:c["n"]]} - callers)
+def cpu_ticks():
+    return sum(sum(map(int, open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()[11:13]))
+               for t in pool)
+soft = tfxla_plugin.function(lambda x: tf.nn.softmax(x, axis=-1) * tf.tanh(x), jit_compile=True)
+y = tf.constant(rng.standard_normal((1024, 1024)).astype(np.float32))
+soft(y)
+before = cpu_ticks()
+for _ in range(100):
+    soft(y)
+results["pool"] = {"threads": len(pool), "ticks": cpu_ticks() - before}
 print("RESULT " + json.dumps(results), flush=True)
 """
 
@@ -145,8 +162,8 @@ def probes(tmp_path_factory) -> tuple[str, str]:
 def children(probes) -> dict[int, dict]:
     """What the probes saw in fresh processes with 1 and 3 intra-op threads (run side by side)."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)}
-    procs = {n: subprocess.Popen([sys.executable, "-c", CHILD, *probes, str(n)], cwd=REPO, env=env, text=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in (1, 3)}
+    procs = {n: subprocess.Popen([sys.executable, "-c", CHILD, *probes, str(n), PARALLEL_LOOP.pattern], cwd=REPO,
+                                 env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in (1, 3)}
     out = {}
     try:
         for n, proc in procs.items():
@@ -218,7 +235,6 @@ def test_pool_threads_run_in_tfs_mode_and_a_trampoline_gives_blocks_the_callers(
 
 
 # --- many TF threads at once, generated kernels ------------------------------------------------------
-PARALLEL_LOOP = re.compile(r"parallel[_ ]for")  # rt->parallel_for (ABI 2), or the OpenMP pragma before it
 RNG = np.random.default_rng(7)
 
 
@@ -292,5 +308,16 @@ def test_a_generated_kernels_results_do_not_depend_on_the_thread_count(children)
     """ABI 2's rule, through the op: the bytes at 1 and 3 intra-op threads are the same (a split reduction
     has a part count fixed at code generation), and match TF (|got - TF| < 1e-4 * (|TF| + 1e-5))."""
     for child in children.values():
+        assert child["generated"]["parallel_loops"] >= 2  # the softmax's loops and the split reduction
         assert max(child["generated"]["error"]) < 1e-4, child["generated"]["error"]
     assert children[1]["generated"]["bytes"] == children[3]["generated"]["bytes"]
+
+
+def test_a_generated_kernels_tasks_run_on_tfs_pool_threads(child):
+    """CPU time on TF's pool threads (those that ran probe blocks without calling the op) while a generated
+    softmax runs 100 times on the calling thread: none with one intra-op thread (there is no pool to use)."""
+    pool = child["pool"]
+    if child["intra_op"] == 1:
+        assert pool["threads"] == 0  # every probe block ran on its caller
+    else:
+        assert pool["threads"] >= 1 and pool["ticks"] >= 1, pool
