@@ -387,8 +387,8 @@ def test_kernel_error_status_is_a_tf_error_and_the_kernel_stays_usable(op, tmp_p
 
 
 @pytest.mark.parametrize("case, error, message", [
-    ("abi1", tf.errors.FailedPreconditionError, "has ABI version 1: it was built by an older tfxla and must be "
-                                                "recompiled"),
+    ("abi1", tf.errors.FailedPreconditionError, r"has ABI version 1: it was built by an older tfxla and must be "
+                                                r"recompiled .*a wrapped SavedModel: wrap it again"),
     ("abi3", tf.errors.FailedPreconditionError, "has ABI version 3, but this TfxlaLaunch op speaks version 2: it "
                                                 "was built by a newer tfxla"),
     ("init_fails", tf.errors.FailedPreconditionError, "tfxla_init failed: no license"),

@@ -161,7 +161,8 @@ absl::Status InitLoaded(LoadedKernel* k) {
   if (version < kAbiVersion)
     return FailedPrecondition("tfxla kernel '", k->path, "' has ABI version ", version, ": it was built by an older ",
                               "tfxla and must be recompiled (this TfxlaLaunch op speaks version ", kAbiVersion,
-                              ", which hands kernels TensorFlow's threads)");
+                              ", which hands kernels TensorFlow's threads); a wrapped SavedModel: wrap it again ",
+                              "with this version (tfxla wrap)");
   if (version != kAbiVersion)
     return FailedPrecondition("tfxla kernel '", k->path, "' has ABI version ", version, ", but this TfxlaLaunch op ",
                               "speaks version ", kAbiVersion, ": it was built by a newer tfxla; recompile the kernel ",
