@@ -9,7 +9,8 @@ mark, cluster, extract), compiles every cluster through the kernel cache
 (``compiled_graph.compile_clusters``) and replaces each by one launch node (``pipeline.rewrite``). The
 nodes Grappler must preserve (fetches, control outputs) and every ``_Arg``/``_Retval`` are the
 fetches, so they keep their names. A node whose shapes are not static stays in TensorFlow ("dynamic
-shape", as in ``mark``).
+shape", as in ``mark``). Calls TF would hand to XLA (``jit_compile=True`` functions called from another
+function) are released to the hook first (``release_from_xla``).
 
 It returns a ``BodyResult``: the rewritten GraphDef, or ``None`` with the reason the graph is left
 alone. It raises on a failure; the caller (``callback``) turns that into the original graph and one
@@ -30,6 +31,7 @@ from tfxla_plugin.compiled_graph import cluster_options
 from tfxla_plugin.flags import Flags
 
 BODY_OPS = frozenset({"_Arg", "_Retval"})
+XLA_MUST_COMPILE = "_XlaMustCompile"  # the call-node attr that sends a call to XLA
 MAX_LISTED = 5  # unsupported nodes named in a must-compile error
 
 
@@ -40,6 +42,7 @@ class BodyResult:
     detail: str = ""  # more about it (the nodes must-compile refused)
     analysis: ClusteringResult | None = None
     clusters: list[CompiledCluster] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)  # calls taken from XLA (``release_from_xla``)
 
 
 Compile = Callable[[ClusteringResult, Flags], list[CompiledCluster]]
@@ -55,6 +58,7 @@ def rewrite_body(graph_def, preserve: Sequence[str], flags: Flags, *, must_compi
     body = [name for name, op in ops.items() if op in BODY_OPS]
     if not body:
         return BodyResult(None, "not a function body (no _Arg or _Retval node)")
+    graph_def, released = release_from_xla(graph_def)
     fetches = [control(n) for n in dict.fromkeys([*preserve, *body]) if n in ops]
     analysis = analyze(graph_def, fetches, cluster_options(flags, must_compile))
     if must_compile:
@@ -65,6 +69,8 @@ def rewrite_body(graph_def, preserve: Sequence[str], flags: Flags, *, must_compi
             return BodyResult(None, "must-compile: unsupported nodes", f"{len(bad)} node(s) cannot be compiled: "
                               f"{listed}{more}", analysis)
     if not analysis.clusters:
+        if released:  # nothing to compile here, but the calls now reach the hook instead of XLA
+            return BodyResult(graph_def, analysis=analysis, released=released)
         dynamic = any(r.startswith("dynamic shape") for r in analysis.excluded.values())
         return BodyResult(None, "no cluster (dynamic shapes)" if dynamic else "no cluster", "", analysis)
     compiled = (compile or compiled_graph.compile_clusters)(analysis, flags)
@@ -74,7 +80,24 @@ def rewrite_body(graph_def, preserve: Sequence[str], flags: Flags, *, must_compi
         c = by_name[spec.name]
         return LaunchSpec(standard_attrs(spec, kernel_hash=c.kernel_hash), kernel_path=c.kernel_path)
 
-    return BodyResult(rewrite(analysis, launch).graph_def, analysis=analysis, clusters=compiled)
+    return BodyResult(rewrite(analysis, launch).graph_def, analysis=analysis, clusters=compiled, released=released)
 
 
-__all__ = ["BODY_OPS", "BodyResult", "rewrite_body"]
+def release_from_xla(graph_def) -> tuple[object, list[str]]:
+    """(graph, calls): ``graph_def`` with ``_XlaMustCompile`` turned off on every call node that has it,
+    and those nodes' names. TF hands such a call (a ``tf.function(jit_compile=True)`` called from
+    another function, as Keras's ``model.compile(jit_compile=True)`` steps are) to XLA, bypassing
+    Grappler; released, TF instantiates the called function as any other, and Grappler hands its body
+    to the hook. ``graph_def`` itself is not changed."""
+    calls = [n.name for n in graph_def.node if XLA_MUST_COMPILE in n.attr and n.attr[XLA_MUST_COMPILE].b]
+    if not calls:
+        return graph_def, []
+    out = type(graph_def)()
+    out.CopyFrom(graph_def)
+    for node in out.node:
+        if node.name in calls:
+            node.attr[XLA_MUST_COMPILE].b = False
+    return out, calls
+
+
+__all__ = ["BODY_OPS", "XLA_MUST_COMPILE", "BodyResult", "release_from_xla", "rewrite_body"]
