@@ -4,7 +4,8 @@ the plugin is process-wide; see tests/hook_child.py).
 One child runs, in order: a function traced after ``enable()`` runs ``TfxlaLaunch`` and matches TF eager
 (live variable included); an injected compile failure leaves TF's result and exactly one WARNING naming
 it; ``disable()`` stops rewriting new graphs; the ``enabled()`` context manager; must-compile
-(``enable(jit_compile=True)``) on a graph with a string op: one ERROR, TF's result. A second child checks
+(``enable(jit_compile=True)``) on a ``jit_compile=True`` function with a string op: one ERROR, TF's
+result, while functions that do not ask for it stay "auto". A second child checks
 ``TFXLA_FLAGS=--auto_jit=1``.
 """
 
@@ -61,14 +62,16 @@ SCENARIOS = """
     out["context"] = dict(err=err(y, body(x) - 1.0), ops=ops, inside=inside, after=tfxla_plugin.is_enabled())
 
     tfxla_plugin.enable(jit_compile=True)
+    # A jit_compile=True function called from another is ours, must-compile: XLA would refuse its
+    # string op at run time; here one ERROR names it and TF runs the body. Plain functions stay "auto".
+    with_string = tf.function(lambda x: (body(x), tf.strings.as_string(tf.reduce_sum(x))), jit_compile=True)
+    y_auto, ops_auto = ran_ops(tf.function(lambda x: body(x) * 3.0), x)
 
-    def with_string(x):
-        return body(x), tf.strings.as_string(tf.reduce_sum(x))
-
-    (y, text), ops = ran_ops(tf.function(with_string), x)
+    (y, text), ops = ran_ops(tf.function(lambda x: with_string(x)), x)
     out["must_compile"] = dict(err=err(y, body(x)), text=text.numpy().decode(), want=tf.strings.as_string(
         tf.reduce_sum(x)).numpy().decode(), ops=ops, errors=logged("ERROR", ""),
-        left_alone=dict(tfxla_plugin.stats().left_alone))
+        left_alone=dict(tfxla_plugin.stats().left_alone), xla_calls_taken=tfxla_plugin.stats().xla_calls_taken,
+        auto_err=err(y_auto, body(x) * 3.0), auto_ops=ops_auto)
     report(**out)
 """
 
@@ -114,10 +117,11 @@ def test_the_context_manager_enables_for_its_body_only(scenarios) -> None:
 def test_must_compile_leaves_a_graph_with_an_unsupported_node_to_tf_with_one_error(scenarios) -> None:
     mc = scenarios["must_compile"]
     assert mc["err"] < TOL and mc["text"] == mc["want"]
-    assert "TfxlaLaunch" not in mc["ops"] and "AsString" in mc["ops"]
+    assert "TfxlaLaunch" not in mc["ops"]  # (the callee's own graph is not in the caller's run metadata)
     assert len(mc["errors"]) == 1, mc["errors"]
     assert "runs in TensorFlow, not compiled" in mc["errors"][0] and "AsString" in mc["errors"][0]
-    assert mc["left_alone"].get("must-compile: unsupported nodes") == 1
+    assert mc["left_alone"].get("must-compile: unsupported nodes") == 1 and mc["xla_calls_taken"] == 1
+    assert "TfxlaLaunch" in mc["auto_ops"] and mc["auto_err"] < TOL  # a function not asking for it: auto
 
 
 def test_tfxla_flags_auto_jit_enables_the_hook_at_import() -> None:

@@ -1,6 +1,7 @@
 """Keras ``fit`` / ``evaluate`` / ``predict`` through the Grappler hook, with no code changes: the same
-model trained with the switch on and off gives the same losses and weights (in a child process: the
-plugin is process-wide; tests/hook_child.py).
+model trained with the switch on and off gives the same losses and weights, for ``model.compile(jit_compile=
+True | False | "auto")`` (in a child process: the plugin is process-wide; tests/hook_child.py). With the
+switch on, ``jit_compile=True`` steps are ours, not XLA's, and match plain TF.
 
 Tolerances: float32 training, 3 epochs of Adam on a 2-layer MLP. Our kernels sum matmuls in another
 order than Eigen/oneDNN, so values differ by float32 rounding, which Adam's normalisation can amplify
@@ -30,13 +31,17 @@ SCRIPT = """
                     evaluate=model.evaluate(X, Y, verbose=0), predict=model.predict(X, batch_size=32, verbose=0).tolist())
 
     out = {}
-    for mode in (False, "auto"):
-        off = run(mode)
+    # jit_compile=True first: TF's XLA must not run at all in this process (its "Compiled cluster using
+    # XLA" line would show in stderr); it is compared with plain TF, jit_compile=False.
+    for mode in (True, False, "auto"):
         tfxla_plugin.reset_stats()
         with tfxla_plugin.enabled():
             on = run(mode)
-        out[str(mode)] = dict(off=off, on=on, stats=dict(vars(tfxla_plugin.stats()), left_alone=dict(
+        out[str(mode)] = dict(on=on, stats=dict(vars(tfxla_plugin.stats()), left_alone=dict(
             tfxla_plugin.stats().left_alone)))
+    for mode in (False, "auto"):
+        out[str(mode)]["off"] = run(mode)
+    out["True"]["off"] = out["False"]["off"]
     out["compiled_lines"] = logged("INFO", "compiled cluster")
     out["rewrote_lines"] = logged("INFO", "tfxla hook: rewrote")
     report(**out)
@@ -45,10 +50,10 @@ SCRIPT = """
 
 @pytest.fixture(scope="module")
 def runs() -> dict:
-    return run_child(SCRIPT)
+    return run_child(SCRIPT, env={"TF_CPP_MIN_LOG_LEVEL": "0"})
 
 
-@pytest.mark.parametrize("mode", ["False", "auto"])
+@pytest.mark.parametrize("mode", ["True", "False", "auto"])
 def test_fit_evaluate_predict_match_tf_with_the_switch_on(runs, mode) -> None:
     import numpy as np
 
@@ -62,6 +67,12 @@ def test_fit_evaluate_predict_match_tf_with_the_switch_on(runs, mode) -> None:
     # The train, evaluate and predict steps each became a rewritten graph.
     assert stats["graphs_rewritten"] >= 3 and stats["clusters_compiled"] >= 3, stats
     assert not any(reason.startswith("failed") for reason in stats["left_alone"]), stats
+
+
+def test_jit_compile_true_trains_through_our_kernels_not_xla(runs) -> None:
+    assert "using XLA" not in runs["stderr"]
+    stats = runs["True"]["stats"]
+    assert stats["graphs_rewritten"] >= 3 and stats["xla_calls_taken"] >= 3, stats  # train, evaluate, predict
 
 
 def test_the_logger_reports_the_compiled_clusters(runs) -> None:

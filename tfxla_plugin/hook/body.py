@@ -10,7 +10,9 @@ mark, cluster, extract), compiles every cluster through the kernel cache
 nodes Grappler must preserve (fetches, control outputs) and every ``_Arg``/``_Retval`` are the
 fetches, so they keep their names. A node whose shapes are not static stays in TensorFlow ("dynamic
 shape", as in ``mark``). Calls TF would hand to XLA (``jit_compile=True`` functions called from another
-function) are released to the hook first (``release_from_xla``).
+function) are released to the hook first (``release_from_xla``), and what a caller knows of the functions
+it calls reaches their bodies (``callees``: variable shapes, and whether the function asked for
+``jit_compile=True``: under ``enable(jit_compile=True)`` only those bodies are must-compile).
 
 It returns a ``BodyResult``: the rewritten GraphDef, or ``None`` with the reason the graph is left
 alone. It raises on a failure; the caller (``callback``) turns that into the original graph and one
@@ -29,6 +31,7 @@ from tfxla_plugin.cluster_compiler import CompiledCluster
 from tfxla_plugin import compiled_graph
 from tfxla_plugin.compiled_graph import cluster_options
 from tfxla_plugin.flags import Flags
+from tfxla_plugin.hook import callees
 
 BODY_OPS = frozenset({"_Arg", "_Retval"})
 XLA_MUST_COMPILE = "_XlaMustCompile"  # the call-node attr that sends a call to XLA
@@ -51,6 +54,7 @@ Compile = Callable[[ClusteringResult, Flags], list[CompiledCluster]]
 def rewrite_body(graph_def, preserve: Sequence[str], flags: Flags, *, must_compile: bool = False,
                  compile: Compile | None = None) -> BodyResult:
     """``graph_def`` with each cluster replaced by a ``TfxlaLaunch`` node, or why it is left alone.
+    ``must_compile`` (``enable(jit_compile=True)``) applies to the bodies of functions that asked for it.
     ``compile``: how the clusters are compiled (default ``compiled_graph.compile_clusters``, looked up at call time)."""
     ops = {n.name: n.op for n in graph_def.node}
     if LAUNCH_OP in ops.values():
@@ -58,7 +62,10 @@ def rewrite_body(graph_def, preserve: Sequence[str], flags: Flags, *, must_compi
     body = [name for name, op in ops.items() if op in BODY_OPS]
     if not body:
         return BodyResult(None, "not a function body (no _Arg or _Retval node)")
-    graph_def, released = release_from_xla(graph_def)
+    callee = callees.lookup(graph_def)  # what the graph calling this function knew about it
+    must_compile = must_compile and callee is not None and callee.jit
+    graph_def, released = release_from_xla(callees.with_handles(graph_def, callee))
+    callees.note(graph_def, released)  # what this graph knows about the functions it calls
     fetches = [control(n) for n in dict.fromkeys([*preserve, *body]) if n in ops]
     analysis = analyze(graph_def, fetches, cluster_options(flags, must_compile))
     if must_compile:

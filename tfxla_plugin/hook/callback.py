@@ -16,7 +16,7 @@ rewritten graph. This function never raises:
   in ``stats().left_alone``, no log line; under must-compile an unsupported node is one ERROR line;
 - any exception while rewriting: the graph runs as TensorFlow would, after one WARNING naming the
   cause on the ``tfxla_plugin`` logger;
-- a rewritten graph: one INFO line (clusters, coverage, seconds).
+- a rewritten graph: one INFO line (clusters, coverage, seconds, calls taken from XLA).
 """
 
 from __future__ import annotations
@@ -111,9 +111,10 @@ def _optimize(graph: bytes, preserve: list[str]) -> bytes | None:
     with state.LOCK:
         s = state.stats()
         s.seconds_compiling += seconds
+        s.xla_calls_taken += len(result.released)
         if result.graph_def is None:
             s.left_alone[result.reason] += 1
-        else:
+        elif result.clusters:
             s.graphs_rewritten += 1
             s.clusters_compiled += len(result.clusters)
             s.kernel_cache_hits += sum(c.cache_hit for c in result.clusters)
@@ -134,11 +135,15 @@ def _optimize(graph: bytes, preserve: list[str]) -> bytes | None:
 def _log_rewrite(graph_def, result, seconds: float) -> None:
     from graph_passes.pipeline import summary_json
 
+    taken = f"; {len(result.released)} call(s) of jit_compile=True functions taken from XLA" if result.released else ""
+    if not result.clusters:
+        log.info("tfxla hook: %s: nothing compiled here%s", describe(graph_def), taken)
+        return
     data = summary_json(result.analysis)
     hits = sum(c.cache_hit for c in result.clusters)
     log.info("tfxla hook: rewrote %s: %d cluster(s) compiled (%d kernel cache hits), %d of %d compute nodes "
-             "clustered (%.1f%%), %.2f s", describe(graph_def), len(result.clusters), hits, data["nodes_clustered"],
-             data["nodes_total"], data["percent_clustered"], seconds)
+             "clustered (%.1f%%), %.2f s%s", describe(graph_def), len(result.clusters), hits, data["nodes_clustered"],
+             data["nodes_total"], data["percent_clustered"], seconds, taken)
 
 
 __all__ = ["describe", "graph_digest", "optimize"]

@@ -29,17 +29,19 @@ class HookStats:
     """What the graph-optimizer hook did in this process while it was enabled."""
 
     graphs_seen: int = 0  # distinct graphs Grappler handed over (its repeated iterations count once)
-    graphs_rewritten: int = 0  # graphs returned with TfxlaLaunch nodes
+    graphs_rewritten: int = 0  # graphs returned with TfxlaLaunch nodes (not those only taken from XLA)
     clusters_compiled: int = 0  # clusters compiled into kernels (a kernel cache hit included)
     kernel_cache_hits: int = 0  # of those, kernels found in the on-disk cache (no compiler run)
     seconds_compiling: float = 0.0  # wall time spent clustering, compiling and rewriting graphs
+    xla_calls_taken: int = 0  # calls of jit_compile=True functions sent to the hook instead of XLA
     left_alone: Counter = field(default_factory=Counter)  # why graphs were returned unchanged -> count
 
     def __str__(self) -> str:
         alone = ", ".join(f"{reason}: {n}" for reason, n in self.left_alone.most_common()) or "none"
         return (f"graphs seen {self.graphs_seen}, rewritten {self.graphs_rewritten}; clusters compiled "
                 f"{self.clusters_compiled} ({self.kernel_cache_hits} kernel cache hits), "
-                f"{self.seconds_compiling:.2f} s compiling; left alone: {alone}")
+                f"{self.seconds_compiling:.2f} s compiling; {self.xla_calls_taken} calls taken from XLA; "
+                f"left alone: {alone}")
 
 
 SWITCH = Switch()
