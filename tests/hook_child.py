@@ -35,6 +35,7 @@ PRELUDE = textwrap.dedent("""
     def ran_ops(fn, *args):
         ctx = context.context()
         ctx.enable_run_metadata()
+        ctx.export_run_metadata()  # drops what an earlier call left (TF adds a function's graphs late)
         try:
             out = fn(*args)
             meta = ctx.export_run_metadata()

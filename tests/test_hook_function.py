@@ -2,7 +2,7 @@
 the plugin is process-wide; see tests/hook_child.py).
 
 One child runs, in order: a function traced after ``enable()`` runs ``TfxlaLaunch`` and matches TF eager
-(live variable included); an injected compile failure leaves TF's result and exactly one WARNING naming
+(live variable included), and so does a loaded SavedModel's signature; an injected compile failure leaves TF's result and exactly one WARNING naming
 it; ``disable()`` stops rewriting new graphs; the ``enabled()`` context manager; must-compile
 (``enable(jit_compile=True)``) on a ``jit_compile=True`` function with a string op: one ERROR, TF's
 result, while functions that do not ask for it stay "auto". A second child checks
@@ -34,6 +34,25 @@ SCENARIOS = """
     v.assign(v * 2.0)  # the rewritten graph reads the live variable
     out["plain"]["err_after_assign"] = err(f(x), body(x))
     out["plain"]["info"] = logged("INFO", "tfxla hook: rewrote")
+
+    import os
+
+    class Module(tf.Module):
+        def __init__(self):
+            self.w = tf.Variable(np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4))
+
+        @tf.function(input_signature=[tf.TensorSpec([2, 8])])
+        def __call__(self, x):
+            return tf.nn.softmax(tf.nn.relu(tf.matmul(x, self.w)) + 1.0)
+
+    module, path = Module(), os.environ["HOOK_SAVED_MODEL"]
+    tf.saved_model.save(module, path, signatures=module.__call__.get_concrete_function())
+    xs = tf.constant(np.random.default_rng(1).normal(size=(2, 8)).astype(np.float32))
+    rewritten = tfxla_plugin.stats().graphs_rewritten
+    signature = tf.saved_model.load(path).signatures["serving_default"]
+    y, ops = ran_ops(lambda x: list(signature(x=x).values())[0], xs)
+    out["saved_model"] = dict(err=err(y, module(xs)), ops=ops,
+                              rewritten=tfxla_plugin.stats().graphs_rewritten - rewritten)
 
     import tfxla_plugin.compiled_graph as compiled_graph
     real = compiled_graph.compile_clusters
@@ -77,8 +96,9 @@ SCENARIOS = """
 
 
 @pytest.fixture(scope="module")
-def scenarios() -> dict:
-    return run_child(SCENARIOS, env={"TF_CPP_MIN_LOG_LEVEL": "0"})
+def scenarios(tmp_path_factory) -> dict:
+    saved = tmp_path_factory.mktemp("hook") / "model"
+    return run_child(SCENARIOS, env={"TF_CPP_MIN_LOG_LEVEL": "0", "HOOK_SAVED_MODEL": str(saved)})
 
 
 def test_an_unwrapped_tf_function_runs_tfxla_launch_and_matches_tf(scenarios) -> None:
@@ -90,6 +110,12 @@ def test_an_unwrapped_tf_function_runs_tfxla_launch_and_matches_tf(scenarios) ->
     assert stats["graphs_seen"] == 1, stats  # Grappler's second iteration is not a new graph
     assert stats["seconds_compiling"] > 0
     assert len(plain["info"]) == 1 and "1 cluster(s) compiled" in plain["info"][0], plain["info"]
+
+
+def test_a_loaded_saved_model_signature_runs_tfxla_launch_and_matches_tf(scenarios) -> None:
+    sm = scenarios["saved_model"]
+    assert "TfxlaLaunch" in sm["ops"] and "MatMul" not in sm["ops"], sm["ops"]
+    assert sm["err"] < TOL and sm["rewritten"] >= 1
 
 
 def test_an_injected_compile_failure_leaves_tf_running_with_one_warning(scenarios) -> None:
