@@ -2,8 +2,8 @@
 the plugin is process-wide; see tests/hook_child.py).
 
 One child runs, in order: a function traced after ``enable()`` runs ``TfxlaLaunch`` and matches TF eager
-(live variable included), and so does a loaded SavedModel's signature; an injected compile failure leaves TF's result and exactly one WARNING naming
-it; ``disable()`` stops rewriting new graphs; the ``enabled()`` context manager; must-compile
+(live variable included), and so does a loaded SavedModel's signature; an injected compile failure
+leaves TF's result and exactly one WARNING naming it; ``disable()`` stops rewriting new graphs; the ``enabled()`` context manager; must-compile
 (``enable(jit_compile=True)``) on a ``jit_compile=True`` function with a string op: one ERROR, TF's
 result, while functions that do not ask for it stay "auto". A second child checks
 ``TFXLA_FLAGS=--auto_jit=1``.

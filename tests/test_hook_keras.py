@@ -28,7 +28,8 @@ SCRIPT = """
         model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss="mse", metrics=["mae"], jit_compile=jit_compile)
         history = model.fit(X, Y, epochs=3, batch_size=32, shuffle=False, verbose=0)
         return dict(loss=history.history["loss"], weights=[w.numpy().tolist() for w in model.weights],
-                    evaluate=model.evaluate(X, Y, verbose=0), predict=model.predict(X, batch_size=32, verbose=0).tolist())
+                    evaluate=model.evaluate(X, Y, verbose=0),
+                    predict=model.predict(X, batch_size=32, verbose=0).tolist())
 
     out = {}
     # jit_compile=True first: TF's XLA must not run at all in this process (its "Compiled cluster using
