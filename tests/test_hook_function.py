@@ -2,7 +2,8 @@
 the plugin is process-wide; see tests/hook_child.py).
 
 One child runs, in order: a function traced after ``enable()`` runs ``TfxlaLaunch`` and matches TF eager
-(live variable included), and so does a loaded SavedModel's signature; an injected compile failure
+(live variable included), also when first called from a second Python thread, and so does a loaded
+SavedModel's signature; an injected compile failure
 leaves TF's result and exactly one WARNING naming it; ``disable()`` stops rewriting new graphs; the ``enabled()`` context manager; must-compile
 (``enable(jit_compile=True)``) on a ``jit_compile=True`` function with a string op: one ERROR, TF's
 result, while functions that do not ask for it stay "auto". A second child checks
@@ -34,6 +35,14 @@ SCENARIOS = """
     v.assign(v * 2.0)  # the rewritten graph reads the live variable
     out["plain"]["err_after_assign"] = err(f(x), body(x))
     out["plain"]["info"] = logged("INFO", "tfxla hook: rewrote")
+
+    import threading
+    done, rewritten = {}, tfxla_plugin.stats().graphs_rewritten
+    worker = threading.Thread(target=lambda: done.update(y=tf.function(lambda x: body(x) + 5.0)(x).numpy()))
+    worker.start()
+    worker.join(120)  # TF optimizes the function on this second thread's call: the hook takes the GIL there
+    out["thread"] = dict(hung=worker.is_alive(), err=err(done["y"], body(x) + 5.0) if "y" in done else None,
+                         rewritten=tfxla_plugin.stats().graphs_rewritten - rewritten)
 
     import os
 
@@ -110,6 +119,12 @@ def test_an_unwrapped_tf_function_runs_tfxla_launch_and_matches_tf(scenarios) ->
     assert stats["graphs_seen"] == 1, stats  # Grappler's second iteration is not a new graph
     assert stats["seconds_compiling"] > 0
     assert len(plain["info"]) == 1 and "1 cluster(s) compiled" in plain["info"][0], plain["info"]
+
+
+def test_a_function_first_called_from_another_python_thread_is_rewritten_without_a_deadlock(scenarios) -> None:
+    thread = scenarios["thread"]
+    assert thread["hung"] is False and thread["err"] is not None and thread["err"] < TOL
+    assert thread["rewritten"] == 1
 
 
 def test_a_loaded_saved_model_signature_runs_tfxla_launch_and_matches_tf(scenarios) -> None:
