@@ -8,7 +8,7 @@
 //
 // What goes back is always a valid graph and never an error status: the bytes Python returns, or
 // the input unchanged when it returns None (switch off, nothing to compile, a failure it logged) or
-// raises (printed, then cleared). So a failure here never breaks the user's program, and TF logs
+// raises (reported as unraisable, then cleared). So a failure here never breaks the user's program, and TF logs
 // no "PluggableGraphOptimizer failed" line; Python logs the one WARNING that names the cause.
 //
 // No link against libpython: the interpreter that loaded this library provides the symbols.
@@ -75,7 +75,9 @@ bool CallPython(const TF_Buffer* graph, const std::vector<std::string>& preserve
     }
     Py_XDECREF(result);
   }
-  if (PyErr_Occurred()) PyErr_Print();  // the Python side catches its own errors; this is a last resort
+  // The Python side catches its own errors; this is a last resort (an import that fails). Unlike
+  // PyErr_Print, PyErr_WriteUnraisable never exits the process on SystemExit; it clears the error.
+  if (PyErr_Occurred()) PyErr_WriteUnraisable(nullptr);
   Py_XDECREF(names);
   Py_XDECREF(module);
   return ok;
