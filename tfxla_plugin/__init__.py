@@ -14,6 +14,7 @@ on (``tfxla_plugin.enable()``, ``hook/``): every CPU graph TF runs is then compi
 
 import importlib.abc
 import importlib.util
+import os
 import sys
 
 from tfxla_plugin._version import __version__
@@ -30,6 +31,8 @@ def _register_launch_op() -> None:
     except Exception as e:  # noqa: BLE001  (import must not fail; using the op re-raises the error)
         warnings.warn(f"tfxla_plugin: the TfxlaLaunch op is not available: {e}", RuntimeWarning, stacklevel=3)
         return
+    if "--auto_jit" not in os.environ.get("TFXLA_FLAGS", ""):
+        return  # (other flags are read, and their errors raised, where they are used)
     try:
         from tfxla_plugin.flags import Flags
 
