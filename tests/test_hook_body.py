@@ -154,3 +154,16 @@ def test_the_graph_digest_ignores_node_order_only() -> None:
     assert callback.graph_digest(shuffled) == callback.graph_digest(gd)
     shuffled.node[0].name += "_x"
     assert callback.graph_digest(shuffled) != callback.graph_digest(gd)
+
+
+def test_the_decision_memo_is_bounded_by_entries_and_by_bytes(monkeypatch) -> None:
+    monkeypatch.setattr(callback, "_memo", type(callback._memo)())
+    monkeypatch.setattr(callback, "_memo_bytes", 0)
+    monkeypatch.setattr(callback, "MEMO_SIZE", 3)
+    monkeypatch.setattr(callback, "MEMO_BYTES", 10)
+    for k in range(4):
+        callback._remember(f"left alone {k}", None)
+    assert list(callback._memo) == ["left alone 1", "left alone 2", "left alone 3"]
+    callback._remember("rewritten a", b"x" * 6)
+    callback._remember("rewritten b", b"y" * 6)  # 12 bytes: the oldest entries go until 6 remain
+    assert list(callback._memo) == ["rewritten b"] and callback._memo_bytes == 6

@@ -32,10 +32,12 @@ from graph_passes.rewrite import LAUNCH_OP
 from tfxla_plugin.hook import state
 
 log = logging.getLogger("tfxla_plugin")
-MEMO_SIZE = 512  # graphs whose decision is remembered (LRU)
+MEMO_SIZE = 4096  # graphs whose decision is remembered (LRU) ...
+MEMO_BYTES = 64 << 20  # ... and at most this many bytes of rewritten graphs with them
 
 _local = threading.local()
 _memo: OrderedDict[str, bytes | None] = OrderedDict()
+_memo_bytes = 0
 _kernels: set[str] = set()  # sha256 of every kernel a rewritten graph runs
 
 
@@ -74,11 +76,13 @@ def _ours(graph_def) -> bool:
 
 
 def _remember(digest: str, result: bytes | None) -> None:
+    global _memo_bytes
     with state.LOCK:
+        _memo_bytes += len(result or b"") - len(_memo.get(digest) or b"")
         _memo[digest] = result
         _memo.move_to_end(digest)
-        while len(_memo) > MEMO_SIZE:
-            _memo.popitem(last=False)
+        while len(_memo) > MEMO_SIZE or _memo_bytes > MEMO_BYTES:
+            _memo_bytes -= len(_memo.popitem(last=False)[1] or b"")
 
 
 def _optimize(graph: bytes, preserve: list[str]) -> bytes | None:
