@@ -131,6 +131,12 @@ class GraphIndex:
         return out
 
 
+def is_stub(fdef) -> bool:
+    """Whether a library function is a signature with no body: how Grappler's graphs list the functions
+    of calls it did not inline (a ``jit_compile=True`` function, a ``_noinline`` one)."""
+    return bool(fdef.signature.output_arg) and not fdef.ret
+
+
 def device_key(device: str) -> tuple | None:
     """A comparable key for a device string (None when unset); ``/cpu:0`` and
     ``/job:localhost/replica:0/task:0/device:CPU:0`` compare equal."""
@@ -148,4 +154,4 @@ def device_type(device: str) -> str:
     return "CPU" if key is None else key[3]
 
 
-__all__ = ["Edge", "GraphIndex", "device_key", "device_type"]
+__all__ = ["Edge", "GraphIndex", "device_key", "device_type", "is_stub"]

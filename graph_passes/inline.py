@@ -14,7 +14,8 @@ Contract (valid GraphDef in, valid GraphDef out, same values for every fetch):
   stateful ops), so ``^call`` still means "after the whole call";
 - ``origins`` maps each inlined node to ``"<function>::<node>"``, the key under which
   ``hlo.lowering.tf_function.python_sources`` records the Python line that created it;
-- calls this pass cannot inline (function not in the library, polymorphic, list-typed signature) stay;
+- calls this pass cannot inline (function not in the library or only its signature, polymorphic, list-typed
+  signature) stay;
 - the library keeps only the functions still referenced (If/While/Case bodies and what they call).
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from graph_passes._graph import is_stub
 from hlo.lowering.tensor_names import (FunctionRef, canonical, control, control_inputs, data_inputs, fetch_nodes,
                                        is_control, node_name, parse_function_ref, tensor)
 
@@ -80,6 +82,8 @@ def _why_not(node, fname: str, library: dict) -> str | None:
     fdef = library.get(fname)
     if fdef is None:
         return f"function '{fname}' is not in the graph's function library"
+    if is_stub(fdef):
+        return f"function '{fname}' is only a signature here (no body: Grappler's view of a call it does not inline)"
     if fdef.signature.attr:
         return f"function '{fname}' is polymorphic; only instantiated functions are inlined"
     if any(a.number_attr or a.type_list_attr for a in (*fdef.signature.input_arg, *fdef.signature.output_arg)):

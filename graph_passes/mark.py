@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from graph_passes._graph import GraphIndex, device_type
+from graph_passes._graph import GraphIndex, device_type, is_stub
 from hlo.lowering import tf_types
 from hlo.lowering.registry import NEVER_COMPILED, can_lower
 from hlo.lowering.tensor_names import tensor
@@ -147,6 +147,8 @@ def body_problem(node, library: Mapping, seen: set[str] | None = None) -> str | 
         fdef = library.get(fname)
         if fdef is None:
             return f"calls function '{fname}', which is not in the graph's function library"
+        if is_stub(fdef):
+            return f"calls function '{fname}', which is only a signature here (no body)"
         for inner in fdef.node_def:
             if inner.op == "NoOp":
                 continue
@@ -158,6 +160,18 @@ def body_problem(node, library: Mapping, seen: set[str] | None = None) -> str | 
     return None
 
 
+def _fill_stubs(library) -> None:
+    """Give each stub in ``library`` (in place) a body TF accepts on import: a placeholder per result.
+    A call's result shapes are unknown to TF's shape inference whatever the body, so nothing is lost."""
+    for fdef in library.function:
+        if not is_stub(fdef):
+            continue
+        for k, arg in enumerate(fdef.signature.output_arg):
+            node = fdef.node_def.add(name=f"tfxla_stub_{k}", op="Placeholder")
+            node.attr["dtype"].type = arg.type
+            fdef.ret[arg.name] = f"{node.name}:output:0"
+
+
 def analysis_graph(graph_def, resource_shapes: Mapping[str, tuple[int, Sequence[int]]] | None = None,
                    input_shapes: Mapping[str, Sequence[int]] | None = None):
     """``graph_def`` imported into a fresh ``tf.Graph``, resource placeholders bound to variable shapes
@@ -166,6 +180,7 @@ def analysis_graph(graph_def, resource_shapes: Mapping[str, tuple[int, Sequence[
 
     gd = type(graph_def)()
     gd.CopyFrom(graph_def)
+    _fill_stubs(gd.library)
     for node in gd.node:
         if node.op == "Placeholder" and input_shapes and node.name in input_shapes:
             node.attr["shape"].shape.CopyFrom(tf.TensorShape(list(input_shapes[node.name])).as_proto())

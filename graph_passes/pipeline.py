@@ -27,8 +27,9 @@ from graph_passes.mark import Marking, mark_compilable
 from graph_passes.rewrite import LaunchSpec, RewriteResult, dead_clusters, live_nodes, rewrite_clusters, standard_attrs
 from hlo.lowering.tensor_names import control
 
-# Op types that stay in TensorFlow by design, never reported as unsupported.
-STRUCTURAL_OPS = frozenset({"Placeholder", "NoOp", "VarHandleOp", "ReadVariableOp", "AssignVariableOp",
+# Op types that stay in TensorFlow by design, never reported as unsupported (``_Arg``/``_Retval``: a function
+# body's inputs and outputs, as the graph-optimizer hook sees them).
+STRUCTURAL_OPS = frozenset({"Placeholder", "_Arg", "_Retval", "NoOp", "VarHandleOp", "ReadVariableOp", "AssignVariableOp",
                             "AssignAddVariableOp", "AssignSubVariableOp"})
 # Op types that compute nothing: coverage counts neither them clustered nor them left out.
 NON_COMPUTE_OPS = STRUCTURAL_OPS | ZERO_COST_OPS

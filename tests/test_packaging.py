@@ -141,8 +141,8 @@ def test_wheel_builds_with_the_metadata(tmp_path):
         meta = z.read(f"tfxla_plugin-{__version__}.dist-info/METADATA").decode()
         entry_points = z.read(f"tfxla_plugin-{__version__}.dist-info/entry_points.txt").decode()
     assert f"tfxla_plugin-{__version__}.dist-info/licenses/LICENSE" in names
-    assert {"tfxla_plugin/ops/tfxla_launch.cc", "hlo/__init__.py", "backends/__init__.py",
-            "graph_passes/__init__.py"} <= names
+    assert {"tfxla_plugin/ops/tfxla_launch.cc", "tfxla_plugin/hook/graph_optimizer.cc", "hlo/__init__.py",
+            "backends/__init__.py", "graph_passes/__init__.py"} <= names
     assert not any(n.startswith("tests/") for n in names)
     assert "License-Expression: Apache-2.0" in meta and "Requires-Python: >=3.11" in meta
     assert 'Requires-Dist: tensorflow-cpu<2.22,>=2.21; extra == "cpu"' in meta

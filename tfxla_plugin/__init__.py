@@ -7,10 +7,14 @@ hook, ``_AfterTensorFlowImport``), so importing the package never imports Tensor
 ``tfxla`` command line answers ``--help`` without it. The first registration for a TF version may
 build the op library (a few seconds, once, cached). Without TensorFlow the HLO layer works on its own,
 and ``tfxla_plugin.function`` & co. raise an ImportError naming the package to install.
+
+With ``TFXLA_FLAGS=--auto_jit=1`` the same one-shot registration also turns the graph-optimizer hook
+on (``tfxla_plugin.enable()``, ``hook/``): every CPU graph TF runs is then compiled, no code changes.
 """
 
 import importlib.abc
 import importlib.util
+import os
 import sys
 
 from tfxla_plugin._version import __version__
@@ -26,6 +30,19 @@ def _register_launch_op() -> None:
         from tfxla_plugin import gradient  # noqa: F401  (registers the TfxlaLaunch gradient)
     except Exception as e:  # noqa: BLE001  (import must not fail; using the op re-raises the error)
         warnings.warn(f"tfxla_plugin: the TfxlaLaunch op is not available: {e}", RuntimeWarning, stacklevel=3)
+        return
+    if "--auto_jit" not in os.environ.get("TFXLA_FLAGS", ""):
+        return  # (other flags are read, and their errors raised, where they are used)
+    try:
+        from tfxla_plugin.flags import Flags
+
+        if Flags.from_env().auto_jit:
+            from tfxla_plugin import hook
+
+            hook.enable()
+    except Exception as e:  # noqa: BLE001  (as above: import must not fail)
+        warnings.warn(f"tfxla_plugin: TFXLA_FLAGS=--auto_jit: the graph-optimizer hook is not enabled: {e}",
+                      RuntimeWarning, stacklevel=3)
 
 
 class _AfterTensorFlowImport(importlib.abc.MetaPathFinder):
@@ -58,6 +75,12 @@ _LAZY = {
     "CompiledFunction": ("tfxla_plugin.api", "CompiledFunction"),
     "UnsupportedGraphError": ("tfxla_plugin.errors", "UnsupportedGraphError"),
     "Flags": ("tfxla_plugin.flags", "Flags"),
+    "enable": ("tfxla_plugin.hook", "enable"),
+    "disable": ("tfxla_plugin.hook", "disable"),
+    "enabled": ("tfxla_plugin.hook", "enabled"),
+    "is_enabled": ("tfxla_plugin.hook", "is_enabled"),
+    "stats": ("tfxla_plugin.hook", "stats"),
+    "reset_stats": ("tfxla_plugin.hook", "reset_stats"),
 }
 
 
@@ -77,4 +100,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'tfxla_plugin' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "function", "CompiledFunction", "UnsupportedGraphError", "Flags"]
+__all__ = ["__version__", "function", "CompiledFunction", "UnsupportedGraphError", "Flags", "enable", "disable",
+           "enabled", "is_enabled", "stats", "reset_stats"]

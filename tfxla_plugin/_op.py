@@ -42,6 +42,7 @@ SOURCE = HERE / "ops" / "tfxla_launch.cc"
 PACKAGED_SO = "_tfxla_launch_op.so"
 SIDECAR = "_tfxla_launch_op.json"
 BASE_FLAGS = ("-std=c++17", "-shared", "-fPIC", "-O2")
+LABEL = "the TfxlaLaunch op library"  # how errors name what is built
 
 _lock = threading.Lock()
 _module: ModuleType | None = None
@@ -82,9 +83,10 @@ def source_digest(directory: Path = SOURCE.parent) -> str:
 
 
 def build(output: str | os.PathLike, info: dict | None = None, source: Path = SOURCE, *,
-          private: bool = False) -> Path:
-    """Compile the op library to ``output`` (atomically) and write its sidecar (with the library's
-    sha256); returns the path. ``private``: files 0600 (the user cache), else 0755/0644 (a package)."""
+          private: bool = False, label: str = LABEL) -> Path:
+    """Compile the op library (or another library of ours from ``source``, named ``label`` in errors) to
+    ``output`` (atomically) and write its sidecar (with the library's sha256); returns the path.
+    ``private``: files 0600 (the user cache), else 0755/0644 (a package)."""
     info = info or tf_build_info()
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -95,9 +97,9 @@ def build(output: str | os.PathLike, info: dict | None = None, source: Path = SO
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         except (OSError, subprocess.TimeoutExpired) as e:
-            raise OpBuildError(f"cannot build the TfxlaLaunch op library: {e}", cmd, "") from e
+            raise OpBuildError(f"cannot build {label}: {e}", cmd, "") from e
         if proc.returncode != 0:
-            raise OpBuildError(f"building the TfxlaLaunch op library failed (exit {proc.returncode})",
+            raise OpBuildError(f"building {label} failed (exit {proc.returncode})",
                                cmd, proc.stderr)
         os.chmod(tmp, 0o600 if private else 0o755)
         sidecar = {**info, "source_sha256": source_digest(source.parent),
@@ -141,14 +143,15 @@ def cache_dir(tf_version: str) -> Path:
     return cache_base() / "tfxla_plugin" / "ops" / tf_version
 
 
-def cache_path(info: dict) -> Path:
-    """Where the user cache keeps the library for this TF and source (its directory made private here)."""
+def cache_path(info: dict, source: Path = SOURCE) -> Path:
+    """Where the user cache keeps the library built from ``source`` for this TF (its directory made
+    private here): ``<stem of source>_<key>.so``."""
     from backends.kernel_cache import private_dir
 
     key_cmd = shlex.join(build_command("OUTPUT.so", info, Path("SOURCE.cc")))
-    key = hashlib.sha256(f"{source_digest()}\0{key_cmd}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{source_digest(source.parent)}\0{key_cmd}".encode()).hexdigest()[:16]
     directory = private_dir(cache_dir(info["tf_version"]), "op library cache directory", top=cache_base())
-    return directory / f"tfxla_launch_{key}.so"
+    return directory / f"{source.stem}_{key}.so"
 
 
 def library_bytes(so: Path) -> tuple[bytes | None, str]:
@@ -171,10 +174,10 @@ def library_bytes(so: Path) -> tuple[bytes | None, str]:
     return data, ""
 
 
-def cached_library(info: dict) -> tuple[Path, bytes]:
-    """The user-cache library for this TF and source and its checked bytes, built (under a file lock)
-    if it is missing or does not check out."""
-    so = cache_path(info)
+def cached_library(info: dict, source: Path = SOURCE, label: str = LABEL) -> tuple[Path, bytes]:
+    """The user-cache library built from ``source`` for this TF and its checked bytes, built (under a
+    file lock) if it is missing or does not check out."""
+    so = cache_path(info, source)
     data, why = library_bytes(so)
     if data is not None:
         return so, data
@@ -184,12 +187,12 @@ def cached_library(info: dict) -> tuple[Path, bytes]:
         data, why = library_bytes(so)  # another process may have built it while we waited
         if data is None:
             if so.exists():
-                print(f"tfxla: the cached TfxlaLaunch op library {so} is unusable ({why}); rebuilding it",
+                print(f"tfxla: the cached {label.removeprefix('the ')} {so} is unusable ({why}); rebuilding it",
                       file=sys.stderr)
-            build(so, info, private=True)
+            build(so, info, source, private=True, label=label)
             data, why = library_bytes(so)
             if data is None:
-                raise OpBuildError(f"the TfxlaLaunch op library just built at {so} is unusable: {why}", [], "")
+                raise OpBuildError(f"{label} just built at {so} is unusable: {why}", [], "")
     finally:
         os.close(lock)  # releases the flock
     return so, data

@@ -58,28 +58,14 @@ class CompiledGraph:
     @classmethod
     def build(cls, cf, *, must_compile: bool, flags: Flags) -> "CompiledGraph":
         kernel_backends.get(flags.backend).check()  # a missing toolchain is an error before any work
-        options = ClusterOptions(min_cluster_size=1 if must_compile else flags.min_cluster_size,
-                                 max_cluster_size=flags.max_cluster_size or None,
-                                 fuel=None if flags.clustering_fuel < 0 else flags.clustering_fuel,
-                                 must_compile=must_compile)
-        analysis = analyze_function(cf, options)
+        analysis = analyze_function(cf, cluster_options(flags, must_compile))
         if must_compile:
             bad = analysis.unsupported()
             if bad:
                 raise UnsupportedGraphError.from_nodes(cf, analysis, bad)
         if flags.dump_to:
             _dump_graph(flags, cf, analysis)
-        def compile_one(spec) -> CompiledCluster:
-            return compile_cluster(spec.name, spec.graph_def, spec.input_specs(), spec.output_tensors(), flags,
-                                   sources=getattr(analysis, "sources", None), library=spec.graph_def.library)
-
-        # Independent clusters compile concurrently: the C compiler runs in subprocesses.
-        workers = min(len(analysis.clusters), os.cpu_count() or 1)
-        if workers > 1:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                compiled = list(pool.map(compile_one, analysis.clusters))
-        else:
-            compiled = [compile_one(spec) for spec in analysis.clusters]
+        compiled = compile_clusters(analysis, flags)
         by_name = {c.name: c for c in compiled}
 
         def launch(spec) -> LaunchSpec:
@@ -190,6 +176,28 @@ class CompiledGraph:
         if stage not in stages:
             raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(stages)}")
         return stages[stage]()
+
+
+def cluster_options(flags: Flags, must_compile: bool) -> ClusterOptions:
+    """The clustering options ``flags`` ask for (must-compile clusters from a single node up)."""
+    return ClusterOptions(min_cluster_size=1 if must_compile else flags.min_cluster_size,
+                          max_cluster_size=flags.max_cluster_size or None,
+                          fuel=None if flags.clustering_fuel < 0 else flags.clustering_fuel,
+                          must_compile=must_compile)
+
+
+def compile_clusters(analysis, flags: Flags) -> list[CompiledCluster]:
+    """One compiled kernel per cluster of ``analysis`` (a ``ClusteringResult``), in its order."""
+    def compile_one(spec) -> CompiledCluster:
+        return compile_cluster(spec.name, spec.graph_def, spec.input_specs(), spec.output_tensors(), flags,
+                               sources=getattr(analysis, "sources", None), library=spec.graph_def.library)
+
+    # Independent clusters compile concurrently: the C compiler runs in subprocesses.
+    workers = min(len(analysis.clusters), os.cpu_count() or 1)
+    if workers > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(compile_one, analysis.clusters))
+    return [compile_one(spec) for spec in analysis.clusters]
 
 
 _ADVISED = []

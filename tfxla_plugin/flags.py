@@ -36,6 +36,7 @@ class Flags:
     # its kernels, they are not optional optimizations.
     optimize: bool = True
     max_specializations: int = 16  # input shapes compiled per function; later new shapes run in TF; 0: unlimited
+    auto_jit: bool = False  # at import: tfxla_plugin.enable(), the graph-optimizer hook (docs/hook.md)
 
     @staticmethod
     def known() -> list[str]:

@@ -1,0 +1,81 @@
+"""Keras ``fit`` / ``evaluate`` / ``predict`` through the Grappler hook, with no code changes: the same
+model trained with the switch on and off gives the same losses and weights, for ``model.compile(jit_compile=
+True | False | "auto")`` (in a child process: the plugin is process-wide; tests/hook_child.py). With the
+switch on, ``jit_compile=True`` steps are ours, not XLA's, and match plain TF.
+
+Tolerances: float32 training, 3 epochs of Adam on a 2-layer MLP. Our kernels sum matmuls in another
+order than Eigen/oneDNN, so values differ by float32 rounding, which Adam's normalisation can amplify
+a little: losses ``rtol=1e-5``, weights and predictions ``atol=1e-5`` (seen: ~1e-7 and ~1e-8).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.hook_child import run_child
+
+LOSS_RTOL, ATOL = 1e-5, 1e-5
+
+SCRIPT = """
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(96, 8)).astype(np.float32)
+    Y = (X @ rng.normal(size=(8, 2)) + 0.1 * rng.normal(size=(96, 2))).astype(np.float32)
+
+    def run(jit_compile):
+        tf.keras.utils.set_random_seed(0)
+        model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="relu"),
+                                     tf.keras.layers.Dense(2)])
+        model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss="mse", metrics=["mae"], jit_compile=jit_compile)
+        history = model.fit(X, Y, epochs=3, batch_size=32, shuffle=False, verbose=0)
+        return dict(loss=history.history["loss"], weights=[w.numpy().tolist() for w in model.weights],
+                    evaluate=model.evaluate(X, Y, verbose=0),
+                    predict=model.predict(X, batch_size=32, verbose=0).tolist())
+
+    out = {}
+    # jit_compile=True first: TF's XLA must not run at all in this process (its "Compiled cluster using
+    # XLA" line would show in stderr); it is compared with plain TF, jit_compile=False.
+    for mode in (True, False, "auto"):
+        tfxla_plugin.reset_stats()
+        with tfxla_plugin.enabled():
+            on = run(mode)
+        out[str(mode)] = dict(on=on, stats=dict(vars(tfxla_plugin.stats()), left_alone=dict(
+            tfxla_plugin.stats().left_alone)))
+    for mode in (False, "auto"):
+        out[str(mode)]["off"] = run(mode)
+    out["True"]["off"] = out["False"]["off"]
+    out["compiled_lines"] = logged("INFO", "compiled cluster")
+    out["rewrote_lines"] = logged("INFO", "tfxla hook: rewrote")
+    report(**out)
+"""
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict:
+    return run_child(SCRIPT, env={"TF_CPP_MIN_LOG_LEVEL": "0"})
+
+
+@pytest.mark.parametrize("mode", ["True", "False", "auto"])
+def test_fit_evaluate_predict_match_tf_with_the_switch_on(runs, mode) -> None:
+    import numpy as np
+
+    off, on, stats = runs[mode]["off"], runs[mode]["on"], runs[mode]["stats"]
+    np.testing.assert_allclose(on["loss"], off["loss"], rtol=LOSS_RTOL)
+    assert len(on["weights"]) == len(off["weights"]) == 4
+    for got, want in zip(on["weights"], off["weights"]):
+        np.testing.assert_allclose(got, want, atol=ATOL)
+    np.testing.assert_allclose(on["evaluate"], off["evaluate"], rtol=LOSS_RTOL)
+    np.testing.assert_allclose(on["predict"], off["predict"], atol=ATOL)
+    # The train, evaluate and predict steps each became a rewritten graph.
+    assert stats["graphs_rewritten"] >= 3 and stats["clusters_compiled"] >= 3, stats
+    assert not any(reason.startswith("failed") for reason in stats["left_alone"]), stats
+
+
+def test_jit_compile_true_trains_through_our_kernels_not_xla(runs) -> None:
+    assert "using XLA" not in runs["stderr"]
+    stats = runs["True"]["stats"]
+    assert stats["graphs_rewritten"] >= 3 and stats["xla_calls_taken"] >= 3, stats  # train, evaluate, predict
+
+
+def test_the_logger_reports_the_compiled_clusters(runs) -> None:
+    assert runs["compiled_lines"] and runs["rewrote_lines"]
+    assert any("cluster(s) compiled" in line and "compute nodes clustered" in line for line in runs["rewrote_lines"])

@@ -1,0 +1,153 @@
+"""What the graph-optimizer plugin calls: ``optimize(graph, preserve) -> bytes | None``.
+
+The C++ plugin (``graph_optimizer.cc``) calls ``optimize`` under the GIL for every CPU graph Grappler
+optimizes, with the serialized GraphDef and the names of the nodes Grappler must preserve. ``None``
+means "run the graph as it is" (the plugin then returns the input unchanged), bytes are the
+rewritten graph. This function never raises:
+
+- switch off, or a graph seen while the hook is already at work on this thread (compiling may run
+  TensorFlow, whose functions come back here): ``None``, silently, nothing counted;
+- Grappler runs its optimizers about twice per graph (meta-optimizer iterations) and the second
+  time hands back what the first returned, possibly with its nodes reordered. Every decision is
+  therefore remembered under an order-independent digest of the graph (``graph_digest``), and a graph
+  whose launch nodes all run kernels we compiled is ours (TF's optimizers may have touched it again):
+  a graph is worked on, counted and logged once;
+- a graph left alone for a reason (nothing to compile, no static shapes, already compiled): counted
+  in ``stats().left_alone``, no log line; under must-compile an unsupported node is one ERROR line;
+- any exception while rewriting: the graph runs as TensorFlow would, after one WARNING naming the
+  cause on the ``tfxla_plugin`` logger;
+- a rewritten graph: one INFO line (clusters, coverage, seconds, calls taken from XLA).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from typing import Sequence
+
+from graph_passes.rewrite import LAUNCH_OP
+from tfxla_plugin.hook import state
+
+log = logging.getLogger("tfxla_plugin")
+MEMO_SIZE = 4096  # graphs whose decision is remembered (LRU) ...
+MEMO_BYTES = 64 << 20  # ... and at most this many bytes of rewritten graphs with them
+
+_local = threading.local()
+_memo: OrderedDict[str, bytes | None] = OrderedDict()
+_memo_bytes = 0
+_kernels: set[str] = set()  # sha256 of every kernel a rewritten graph runs
+
+
+def optimize(graph: bytes, preserve: Sequence[str]) -> bytes | None:
+    if not state.SWITCH.on or getattr(_local, "busy", False):
+        return None
+    _local.busy = True
+    try:
+        return _optimize(graph, list(preserve))
+    except BaseException as e:  # noqa: BLE001  (never into TF: it would run the original graph anyway)
+        log.warning("tfxla hook: a graph is left to TensorFlow: the hook failed: %s: %s", type(e).__name__, e)
+        return None
+    finally:
+        _local.busy = False
+
+
+def graph_digest(graph_def) -> str:
+    """sha256 of the graph's nodes as a set (Grappler reorders them between iterations) and versions."""
+    h = hashlib.sha256(graph_def.versions.SerializeToString(deterministic=True))
+    for node in sorted(n.SerializeToString(deterministic=True) for n in graph_def.node):
+        h.update(len(node).to_bytes(8, "little") + node)
+    return h.hexdigest()
+
+
+def describe(graph_def) -> str:
+    """A graph by its size and outputs (a function body has no name)."""
+    outs = [n.input[0] for n in graph_def.node if n.op == "_Retval" and n.input]
+    shown = ", ".join(outs[:3]) + (", ..." if len(outs) > 3 else "")
+    return f"a graph of {len(graph_def.node)} nodes" + (f" (returning {shown})" if outs else "")
+
+
+def _ours(graph_def) -> bool:
+    """Whether the graph's launch nodes (if any) all run kernels this hook compiled."""
+    hashes = [n.attr["kernel_hash"].s.decode() for n in graph_def.node if n.op == LAUNCH_OP]
+    return bool(hashes) and all(h in _kernels for h in hashes)
+
+
+def _remember(digest: str, result: bytes | None) -> None:
+    global _memo_bytes
+    with state.LOCK:
+        _memo_bytes += len(result or b"") - len(_memo.get(digest) or b"")
+        _memo[digest] = result
+        _memo.move_to_end(digest)
+        while len(_memo) > MEMO_SIZE or _memo_bytes > MEMO_BYTES:
+            _memo_bytes -= len(_memo.popitem(last=False)[1] or b"")
+
+
+def _optimize(graph: bytes, preserve: list[str]) -> bytes | None:
+    import tensorflow as tf
+
+    from tfxla_plugin.flags import Flags
+    from tfxla_plugin.hook.body import rewrite_body
+
+    graph_def = tf.compat.v1.GraphDef.FromString(graph)
+    digest = graph_digest(graph_def)
+    with state.LOCK:
+        if digest in _memo:
+            _memo.move_to_end(digest)
+            return _memo[digest]
+        if _ours(graph_def):
+            return None  # what we returned, after TF's other optimizers had another go at it
+        state.stats().graphs_seen += 1
+        must_compile = state.SWITCH.must_compile
+    _remember(digest, None)  # whatever happens below, this graph is decided (and warned about) once
+    start = time.perf_counter()
+    try:
+        result = rewrite_body(graph_def, preserve, Flags.from_env(), must_compile=must_compile)
+    except Exception as e:
+        with state.LOCK:
+            state.stats().left_alone[f"failed: {type(e).__name__}"] += 1
+            state.stats().seconds_compiling += time.perf_counter() - start
+        log.warning("tfxla hook: %s is left to TensorFlow: %s: %s", describe(graph_def), type(e).__name__, e)
+        return None
+    seconds = time.perf_counter() - start
+    with state.LOCK:
+        s = state.stats()
+        s.seconds_compiling += seconds
+        s.xla_calls_taken += len(result.released)
+        if result.graph_def is None:
+            s.left_alone[result.reason] += 1
+        elif result.clusters:
+            s.graphs_rewritten += 1
+            s.clusters_compiled += len(result.clusters)
+            s.kernel_cache_hits += sum(c.cache_hit for c in result.clusters)
+    if result.graph_def is None:
+        if result.detail and must_compile:
+            log.error("tfxla hook (jit_compile=True): %s runs in TensorFlow, not compiled: %s", describe(graph_def),
+                      result.detail)
+        return None
+    out = result.graph_def.SerializeToString()
+    _remember(digest, out)
+    _remember(graph_digest(result.graph_def), None)  # our own output, handed back next iteration
+    with state.LOCK:
+        _kernels.update(c.kernel_hash for c in result.clusters)
+    _log_rewrite(graph_def, result, seconds)
+    return out
+
+
+def _log_rewrite(graph_def, result, seconds: float) -> None:
+    from graph_passes.pipeline import summary_json
+
+    taken = f"; {len(result.released)} call(s) of jit_compile=True functions taken from XLA" if result.released else ""
+    if not result.clusters:
+        log.info("tfxla hook: %s: nothing compiled here%s", describe(graph_def), taken)
+        return
+    data = summary_json(result.analysis)
+    hits = sum(c.cache_hit for c in result.clusters)
+    log.info("tfxla hook: rewrote %s: %d cluster(s) compiled (%d kernel cache hits), %d of %d compute nodes "
+             "clustered (%.1f%%), %.2f s%s", describe(graph_def), len(result.clusters), hits, data["nodes_clustered"],
+             data["nodes_total"], data["percent_clustered"], seconds, taken)
+
+
+__all__ = ["describe", "graph_digest", "optimize"]
