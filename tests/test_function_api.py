@@ -257,22 +257,3 @@ def test_called_inside_a_tf_function_the_compiler_is_not_converted_by_autograph(
     x = tf.constant([1.0, 2.0])
     np.testing.assert_allclose(outer(x).numpy(), (x * 3.0).numpy())
 
-
-def test_a_graph_path_call_advises_one_inter_op_thread_once(caplog, monkeypatch) -> None:
-    from tfxla_plugin import compiled_graph
-
-    monkeypatch.setattr(compiled_graph, "_ADVISED", [])
-    def fn(x):
-        y = tf.exp(x) * 2.0 + 1.0
-        return tf.strings.as_string(tf.reduce_sum(tf.tanh(y) * y)), y
-
-    f = tfxla_plugin.function(fn, jit_compile="auto")
-    x = tf.constant([0.5, -1.0, 2.0])
-    with caplog.at_level(logging.INFO, logger="tfxla_plugin"):
-        f(x)
-        f(x)
-    graph = f.compiled_graph(x)
-    assert graph.clusters and graph._fast is None  # a string op stays in TF: the call is a TF graph
-    lines = [r.getMessage() for r in caplog.records if "set_inter_op_parallelism_threads(1)" in r.getMessage()]
-    threads = tf.config.threading.get_inter_op_parallelism_threads()
-    assert len(lines) == (0 if threads == 1 else 1), (threads, lines)

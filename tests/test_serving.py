@@ -478,14 +478,14 @@ def test_serves_a_model_that_calls_tfxla_launch(tmp_path):
     assert r.status_code == 400 and "expected shape [2, 4], got [1, 4]" in r.json()["error"]
 
 
-def test_inter_op_threads_default_to_one_for_wrapped_models_only(tmp_path, models):
+def test_inter_op_threads_default_to_tensorflows_for_every_model(tmp_path, models):
     from tfxla_plugin.serving.model import MANIFEST, inter_op_threads_for
 
     wrapped = tmp_path / "wrapped"
     (wrapped / "assets").mkdir(parents=True)
     (wrapped / "assets" / MANIFEST).write_text("{}")  # where tfxla wrap writes it
-    assert inter_op_threads_for(wrapped, None) == 1  # kernels use every CPU: one TF thread runs them
-    assert inter_op_threads_for(models["one"], None) is None  # a plain model keeps TF's default
+    assert inter_op_threads_for(wrapped, None) is None  # kernels run on TF's intra-op pool: TF's default
+    assert inter_op_threads_for(models["one"], None) is None
     assert inter_op_threads_for(models["one"], 3) == 3 and inter_op_threads_for(wrapped, 0) == 0
     with pytest.raises(ValueError, match="inter_op_threads must be >= 0"):
         inter_op_threads_for(wrapped, -1)

@@ -10,15 +10,11 @@ only side effects are assigns of launch results to variables (an optimizer step)
 graph: the launch runs eagerly on the calling thread with the variables' handles, then the assigns
 (``eager_launch.EagerStep``): one eager op per call plus one per assign. Which kernel the launch runs and
 what it reads come from the rewrite's record of the launch (``RewriteResult.launches``), not from the
-GraphDef it wrote. Besides the dispatch this
-saves, kernels then run on the caller's thread rather than on TF's executor threads, and libgomp
-gives every thread that starts a parallel region its own team: once the teams' threads outnumber
-the CPUs every region pays a futex wake-up (measured: the MLP train step kernel 1.2 -> 2.4 ms).
+GraphDef it wrote.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
@@ -38,7 +34,6 @@ from tfxla_plugin.eager_launch import CapturedHandle, EagerLaunch, EagerStep
 from tfxla_plugin.errors import UnsupportedGraphError
 from tfxla_plugin.flags import Flags
 
-log = logging.getLogger("tfxla_plugin")
 _MAX_EAGER_READS = 4096  # the eager single-launch path takes at most this many variables per call
 
 
@@ -153,7 +148,6 @@ class CompiledGraph:
             return fast(flat_args)
         if self._rebuilt is None:
             self._rebuilt = self._rebuild()
-            _advise_inter_op_threads(self)
         return self._rebuilt(*flat_args)
 
     def _rebuild(self):
@@ -198,22 +192,6 @@ def compile_clusters(analysis, flags: Flags) -> list[CompiledCluster]:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(compile_one, analysis.clusters))
     return [compile_one(spec) for spec in analysis.clusters]
-
-
-_ADVISED = []
-
-
-def _advise_inter_op_threads(graph: "CompiledGraph") -> None:
-    """Once per process, an INFO line when compiled clusters run as a TF graph over several inter-op
-    threads: each thread that runs a kernel gets an OpenMP team, which slows every parallel region
-    once the teams outnumber the CPUs (docs/serving.md, "Threads")."""
-    if _ADVISED or not graph.clusters or tf.config.threading.get_inter_op_parallelism_threads() == 1:
-        return
-    _ADVISED.append(True)
-    log.info("tfxla: compiled clusters run inside a TF graph here (not one eager launch); their kernels use "
-             "every CPU, and TF's inter-op threads each grow an OpenMP team for them. Calling "
-             "tf.config.threading.set_inter_op_parallelism_threads(1) before TF starts avoids that "
-             "(docs/serving.md, Threads: MobileNetV2 batch 1 15.5 -> 6.6 ms)")
 
 
 def output_packer(structure):

@@ -6,11 +6,9 @@ checks the results against TF and prints the speed-up over ``tf.function`` and
 ``tf.function(jit_compile=True)`` (medians); then builds the sample SavedModels (``saved_models``),
 wraps each (``tfxla_plugin.saved_model.wrap``), loads the wrapped model, checks it against the
 original at batch sizes 1, 3 and 8 (one set of kernels for all) and prints clusters, coverage and
-the latency of the original against the wrapped model: in this process (TF's default threads), then
-in a fresh process with one TF inter-op thread, as ``tfxla serve`` runs a wrapped model
-(docs/serving.md), the speed-up there against the faster of the original's two configurations; and,
-in another fresh process at TF's defaults, the original signature compiled in-process with
-``tfxla_plugin.function`` (one eager op per call) against the signature itself.
+the latency of the original against the wrapped model (TF's default threads, as ``tfxla serve``
+runs it), and the original signature compiled in-process with ``tfxla_plugin.function`` (one eager
+op per call) against the signature itself.
 """
 
 from __future__ import annotations
@@ -134,31 +132,18 @@ def saved_model_demo(models=DEMO_MODELS) -> bool:
                 if batch != 3:
                     t = [_median_ms(lambda f=f: f(**inputs), budget_s=0.5) for f in (original, wrapped)]
                     rows.append((name, batch, t[0], t[1], same))
-        print("\nIn this process (TensorFlow's default threads; ms, medians):")
+        print("\nWrapped SavedModels at TensorFlow's default threads, as tfxla serve runs them (ms, medians):")
         print(f"{'SavedModel':18s} {'batch':>5s} {'original':>10s} {'wrapped':>10s} {'speed-up':>9s}  matches")
         for name, batch, t_orig, t_ours, same in rows:
             print(f"{name:18s} {batch:5d} {t_orig:8.3f}ms {t_ours:8.3f}ms {t_orig / t_ours:8.2f}x  {same}")
         print(f"wrapped SavedModels match the originals at batch 1, 3 and 8: {ok}")
-        default = {(r[0], r[1]): r[2] for r in rows}
-        timed = _in_fresh_process("serving", jobs)
-        if timed is not None:
-            print("\nAs tfxla serve runs a wrapped model (a fresh process, one TF inter-op thread: its kernels use every")
-            print("CPU, docs/serving.md; speed-up against the faster of the original's two configurations):")
-            print(f"{'SavedModel':18s} {'batch':>5s} {'orig TF dflt':>13s} {'orig 1 thread':>14s} {'wrapped':>10s} "
-                  f"{'speed-up':>9s}")
-            for name, batch, t_orig1, t_ours, _ in timed:
-                best = min(default[(name, batch)], t_orig1)
-                print(f"{name:18s} {batch:5d} {default[(name, batch)]:11.3f}ms {t_orig1:12.3f}ms {t_ours:8.3f}ms "
-                      f"{best / t_ours:8.2f}x")
-        compiled = _in_fresh_process("function", jobs)
-        if compiled is not None:
-            print("\nThe original's signature compiled in-process, tfxla_plugin.function(loaded.signatures[...])")
-            print("(a fresh process, TensorFlow's default threads; one eager op per call):")
-            print(f"{'SavedModel':18s} {'batch':>5s} {'original':>10s} {'function':>10s} {'speed-up':>9s}  matches")
-            for name, batch, t_orig, t_ours, same in compiled:
+        print("\nThe original's signature compiled in-process, tfxla_plugin.function(loaded.signatures[...])")
+        print("(TensorFlow's default threads; one eager op per call):")
+        print(f"{'SavedModel':18s} {'batch':>5s} {'original':>10s} {'function':>10s} {'speed-up':>9s}  matches")
+        for name, src, _ in jobs:
+            for batch, t_orig, t_ours, same in _time_function(src):
                 ok &= same
                 print(f"{name:18s} {batch:5d} {t_orig:8.3f}ms {t_ours:8.3f}ms {t_orig / t_ours:8.2f}x  {same}")
-        ok &= timed is not None and compiled is not None
     return ok
 
 
@@ -166,46 +151,23 @@ def _same(got, want) -> bool:
     return all(np.allclose(got[k].numpy(), want[k].numpy(), rtol=1e-4, atol=1e-5) for k in want)
 
 
-def _in_fresh_process(mode: str, jobs: list) -> list | None:
-    """``_time_models(mode, jobs)`` run by ``python -m tfxla_plugin.demo`` in a new process: a process that
-    has run kernels on TF's threads keeps their OpenMP teams (docs/serving.md), and the inter-op thread
-    count only takes before TF starts. None (said) if it failed."""
-    import json
-    import subprocess
-
-    proc = subprocess.run([sys.executable, "-m", "tfxla_plugin.demo", "--time-models", json.dumps([mode, jobs])],
-                          capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        print(f"\ntiming ({mode}) in a fresh process failed:\n{proc.stderr[-2000:]}")
-        return None
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _time_models(mode: str, jobs: list) -> list:
-    """[name, batch, original ms, ours ms, ours matches] per job at batch 1 and 8. ``serving``: the wrapped
-    model, with one TF inter-op thread; ``function``: ``tfxla_plugin.function`` of the original signature."""
+def _time_function(src: str) -> list:
+    """[batch, original ms, ours ms, ours matches] at batch 1 and 8 for ``tfxla_plugin.function`` of the
+    original signature of the SavedModel at ``src``."""
     import tensorflow as tf
 
-    if mode == "serving":
-        tf.config.threading.set_inter_op_parallelism_threads(1)
     import saved_models
-
     import tfxla_plugin
 
+    loaded = tf.saved_model.load(src)
+    original = loaded.signatures["serving_default"]
+    ours = tfxla_plugin.function(original)
     out = []
-    for name, src, dst in jobs:
-        loaded = tf.saved_model.load(src)
-        original = loaded.signatures["serving_default"]
-        if mode == "serving":
-            wrapped_model = tf.saved_model.load(dst)
-            ours = wrapped_model.signatures["serving_default"]
-        else:
-            ours = tfxla_plugin.function(original)
-        for batch in (1, 8):
-            inputs = {k: tf.constant(v) for k, v in saved_models.example_inputs(src, batch).items()}
-            same = _same(ours(**inputs), original(**inputs))
-            t = [_median_ms(lambda f=f: f(**inputs), budget_s=0.5) for f in (original, ours)]
-            out.append([name, batch, t[0], t[1], bool(same)])
+    for batch in (1, 8):
+        inputs = {k: tf.constant(v) for k, v in saved_models.example_inputs(src, batch).items()}
+        same = _same(ours(**inputs), original(**inputs))
+        t = [_median_ms(lambda f=f: f(**inputs), budget_s=0.5) for f in (original, ours)]
+        out.append([batch, t[0], t[1], bool(same)])
     return out
 
 
@@ -215,13 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tfxla_plugin.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(DEMO_MODELS),
                         help=f"sample SavedModels to wrap (default: {','.join(DEMO_MODELS)}; empty: none)")
-    parser.add_argument("--time-models", default=None, help=argparse.SUPPRESS)  # the demo's own subprocesses
     args = parser.parse_args(argv)
-    if args.time_models is not None:
-        import json
-
-        print(json.dumps(_time_models(*json.loads(args.time_models))))
-        return 0
     t0 = time.perf_counter()
     module = hlo.parse_module(DEMO_HLO)
     hlo.verify(module)

@@ -43,8 +43,7 @@ def register(sub) -> None:
     p.add_argument("--num_workers", type=int, default=None,
                    help="threads running signature calls (default min(4, CPUs))")
     p.add_argument("--inter_op_threads", type=int, default=None,
-                   help="TensorFlow inter-op threads (default: 1 for a wrapped model, whose kernels use every "
-                        "CPU; TensorFlow's own default otherwise; 0: TensorFlow's default)")
+                   help="TensorFlow inter-op threads (default and 0: TensorFlow's default)")
     p.add_argument("--max_request_bytes", type=int, default=64 << 20,
                    help="largest request body accepted (default 64 MiB; larger gets 413)")
     p.add_argument("--request_timeout", type=float, default=60.0,

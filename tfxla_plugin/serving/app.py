@@ -57,7 +57,7 @@ class ServeOptions:
     num_workers: int | None = None  # None: min(4, CPU count)
     max_request_bytes: int = 64 << 20
     request_timeout_s: float = 60.0
-    inter_op_threads: int | None = None  # None: 1 for a wrapped model, else TF's default (model.inter_op_threads_for)
+    inter_op_threads: int | None = None  # None: TF's default (model.inter_op_threads_for)
 
     def __post_init__(self):
         if self.num_workers is not None and self.num_workers < 1:

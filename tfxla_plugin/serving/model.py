@@ -19,20 +19,14 @@ MANIFEST = "tfxla_manifest.json"
 
 
 def inter_op_threads_for(model_dir: str | os.PathLike, requested: int | None) -> int | None:
-    """TF's inter-op thread count to serve ``model_dir`` with: ``requested`` if given (0: TF's
-    default), else 1 for a wrapped model and None (leave TF's default) for any other.
-
-    Why 1 for wrapped models: each cluster kernel already uses every CPU through OpenMP, and libgomp
-    keeps a team of workers for each thread that runs one. With TF's default pool the kernels hop
-    between inter-op threads, the teams' workers outnumber the CPUs, and libgomp then stops spinning
-    between parallel regions (each one pays a wake-up). Measured here (2 CPUs, per call): wrapped
-    MobileNetV2 batch 1 15.5 -> 6.6 ms, wrapped MLP batch 1 0.66 -> 0.41 ms; two concurrent callers
-    of MobileNetV2 77 -> 147 calls/s (docs/serving.md)."""
-    if requested is not None:
-        if requested < 0:
-            raise ValueError(f"inter_op_threads must be >= 0 (0: TensorFlow's default), got {requested}")
-        return requested
-    return 1 if (Path(model_dir) / "assets" / MANIFEST).is_file() else None
+    """TF's inter-op thread count to serve ``model_dir`` with: ``requested`` if given (0: TF's default),
+    else None (leave TF's default), for a wrapped model as for any other. Kernels of a wrapped model run
+    their parallel loops on TF's own intra-op pool (docs/design.md §11), so nothing needs fewer inter-op
+    threads than TF picks."""
+    del model_dir
+    if requested is not None and requested < 0:
+        raise ValueError(f"inter_op_threads must be >= 0 (0: TensorFlow's default), got {requested}")
+    return requested
 
 
 def apply_inter_op_threads(threads: int | None) -> int:
