@@ -6,7 +6,7 @@ that library needs: ``INSTALL``) puts ``libdnnl.so`` in ``<prefix>/lib`` and
 ``oneapi/dnnl/dnnl.h`` in ``<prefix>/include``; ``installation()`` looks under
 ``$TFXLA_DNNL_ROOT``, ``sys.prefix`` (a venv) and ``sys.base_prefix``. When it is absent, dot
 and convolution use the elemental loops and one warning goes to the ``tfxla_plugin`` logger;
-nothing here raises. Why TBB (docs/design.md §11): an OpenMP build gives every thread that calls
+nothing here raises. Why TBB (docs/design.md §7): an OpenMP build gives every thread that calls
 it a team of its own, which multiplies threads under TF's executor; TBB keeps one process-wide
 pool. An install with another CPU runtime still works, with one warning. ``libdnnl.so`` finds
 ``libtbb``/``libimf`` in its own directory only through the kernel's rpath (``DT_RPATH``: the
