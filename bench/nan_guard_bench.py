@@ -1,6 +1,8 @@
 """What keeping NaN costs in oneDNN output fusions ending in relu/relu6/clip: three builds, one process.
 
-    OMP_NUM_THREADS=1 python -m bench.nan_guard_bench [--rounds N] [--calls N] [--filter TEXT]
+    taskset -c 0 python -m bench.nan_guard_bench [--rounds N] [--calls N] [--filter TEXT]
+
+(``taskset -c 0``: one CPU for our loops' pool and oneDNN's TBB pool, which both follow the affinity mask.)
 
 * ``masking``: the clamp as oneDNN post-ops, always (the code before NaN was kept; wrong for NaN): the
   module annotated by ``DnnlEpilogues(exact_nan=False)``;
@@ -87,7 +89,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--filter", default=None)
     args = parser.parse_args()
-    print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'default')}, load {os.getloadavg()[0]:.1f}; "
+    print(f"CPUs {len(os.sched_getaffinity(0))}, load {os.getloadavg()[0]:.1f}; "
           f"medians over {args.rounds} interleaved rounds of {args.calls} calls")
     print(f"{'workload':34s} {'masking':>8s} {'loop':>8s} {'guarded':>8s} {'loop/m':>7s} {'guard/m':>8s}")
     cache = tempfile.mkdtemp(prefix="nan_guard_bench_")
