@@ -205,10 +205,11 @@ def _loop_accumulate(em: ElementalEmitter, bounds: list[tuple[str, int]], body: 
         body()
         em.pop()
     line = em.dialect.simd_pragma(simd) if simd else None
-    splitter = em.parallel_reduce if reduction is not None and bounds else None
-    if splitter is not None:
+    splitter = em.parallel_reduce if bounds else None
+    if splitter is not None and reduction is not None:
         em.parallel_reduce = None  # one split per element
-        if splitter(em, SplitReduction(tuple(bounds), inner, line, *reduction, mark)):
+        acc, ctype, op, reducer = reduction
+        if splitter(em, SplitReduction(tuple(bounds), inner, line, acc, ctype, op, reducer, mark)):
             return
     open_loops(em.buf, bounds[:-1])
     if line is not None and bounds:
