@@ -59,19 +59,37 @@ class OpBuildError(RuntimeError):
         self.stderr = stderr
 
 
+TBB_INSTALL = "pip install tbb==2021.13.1 tbb-devel==2021.13.1"
+
+
+def tbb_flags(roots: list[str] | None = None) -> list[str]:
+    """How the op finds oneTBB, whose pool runs the kernels' parallel loops (``ops/parallel.h``; the pool
+    oneDNN's TBB build uses too, docs/design.md §7): its headers and ``libtbb.so.12`` under the first of
+    ``$TFXLA_TBB_ROOT``, ``sys.prefix`` and ``sys.base_prefix`` that has both, linked with ``DT_RPATH``."""
+    for root in roots or [os.environ.get("TFXLA_TBB_ROOT", ""), sys.prefix, sys.base_prefix]:
+        if not root:
+            continue
+        inc, lib = Path(root) / "include", Path(root) / "lib"
+        if (inc / "oneapi" / "tbb" / "parallel_for.h").is_file() and (lib / "libtbb.so.12").is_file():
+            return [f"-I{inc}", f"-L{lib}", "-l:libtbb.so.12", f"-Wl,-rpath,{lib}", "-Wl,--disable-new-dtags"]
+    raise OpBuildError(f"oneTBB's headers and libtbb.so.12 are not under {sys.prefix} ({TBB_INSTALL})", [], "")
+
+
 def tf_build_info() -> dict:
-    """What a built library depends on: TF's version and its compile/link flags (incl. the C++ ABI)."""
+    """What a built library depends on: TF's version and its compile/link flags (incl. the C++ ABI), and
+    where oneTBB is."""
     import tensorflow as tf
 
     return {"tf_version": tf.__version__,
             "compile_flags": list(tf.sysconfig.get_compile_flags()),
-            "link_flags": list(tf.sysconfig.get_link_flags())}
+            "link_flags": list(tf.sysconfig.get_link_flags()),
+            "tbb_flags": tbb_flags()}
 
 
 def build_command(output: str | os.PathLike, info: dict, source: Path = SOURCE) -> list[str]:
     cxx = os.environ.get("CXX", "g++")
     return [cxx, *BASE_FLAGS, str(source), "-o", str(output), *info["compile_flags"], *info["link_flags"],
-            "-ldl", "-w"]
+            *info.get("tbb_flags", []), "-ldl", "-w"]
 
 
 def source_digest(directory: Path = SOURCE.parent) -> str:
@@ -131,7 +149,7 @@ def packaged_library(info: dict) -> Path | None:
         built = json.loads(sidecar.read_text())
     except (OSError, ValueError):
         return None
-    same_tf = all(built.get(k) == info[k] for k in ("tf_version", "compile_flags", "link_flags"))
+    same_tf = all(built.get(k) == info.get(k) for k in ("tf_version", "compile_flags", "link_flags", "tbb_flags"))
     return so if same_tf and built.get("source_sha256") == source_digest() else None
 
 
