@@ -1,6 +1,6 @@
 """No generated CPU kernel uses OpenMP: no OpenMP team is ever created by our kernels.
 
-Kernels run their parallel loops on the caller's threads (kernel ABI 2: the TF launch op's intra-op pool,
+Kernels run their parallel loops on the caller's threads (kernel ABI 2: the TF launch op's TBB pool,
 the Python runtime's pool) and are compiled with ``-fopenmp-simd``, which keeps the SIMD pragmas and links
 no runtime. Checked on the shared objects of an elementwise kernel, a split reduction, a oneDNN
 convolution and the Python runtime's pool: none has an undefined ``GOMP_*`` or ``omp_*`` symbol

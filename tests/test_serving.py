@@ -484,7 +484,7 @@ def test_inter_op_threads_default_to_tensorflows_for_every_model(tmp_path, model
     wrapped = tmp_path / "wrapped"
     (wrapped / "assets").mkdir(parents=True)
     (wrapped / "assets" / MANIFEST).write_text("{}")  # where tfxla wrap writes it
-    assert inter_op_threads_for(wrapped, None) is None  # kernels run on TF's intra-op pool: TF's default
+    assert inter_op_threads_for(wrapped, None) is None  # kernels share one pool: TF's default
     assert inter_op_threads_for(models["one"], None) is None
     assert inter_op_threads_for(models["one"], 3) == 3 and inter_op_threads_for(wrapped, 0) == 0
     with pytest.raises(ValueError, match="inter_op_threads must be >= 0"):

@@ -1,5 +1,5 @@
 """The Python runtime's threads for CPU kernels: a small process-wide pthread pool behind the kernel ABI's
-parallel-for (``tfxla_runtime``, ``backends/codegen/abi.py``; the TF launch op uses TensorFlow's pool).
+parallel-for (``tfxla_runtime``, ``backends/codegen/abi.py``; the TF launch op uses oneTBB's pool).
 
 The pool is C (``POOL_C``), compiled once through the toolchain into the kernel cache like a kernel
 and loaded with ctypes; ``runtime(num_threads)`` is the ``tfxla_runtime`` a ``Kernel`` hands

@@ -27,10 +27,10 @@
 // * Every failure is a TF error status naming the kernel file; nothing here aborts the process. A kernel
 //   status of 3 (kStatusInvalidArgument: the data is invalid, e.g. a gather index out of range) is an
 //   InvalidArgument starting with the kernel's message (TF's own text); any other nonzero one Internal.
-// * Threads: the kernel's parallel loops run on TensorFlow's intra-op pool, not on threads of its own:
-//   `rt` (parallel.h) is built per Compute over ctx->device()->tensorflow_cpu_worker_threads(), with
-//   num_threads = that pool's NumThreads(); every launch (static or tile by tile) gets it. Many TF
-//   threads may run kernels at once; they share the one pool, as TF's own ops do.
+// * Threads: the kernel's parallel loops run on oneTBB's process-wide pool (the one oneDNN's TBB build
+//   runs on), not on threads of its own: `rt` (parallel.h) is built per Compute, with num_threads =
+//   min(TBB's concurrency, TF's intra-op count for the device); every launch (static or tile by tile)
+//   gets it. Many TF threads may run kernels at once; they share the one pool.
 // * An argument may be a variable's resource handle (Tin entry DT_RESOURCE) instead of its value:
 //   the op reads the variable as ReadVariableOp does (shared lock; a copy in copy-on-read mode)
 //   and checks its dtype and shape like any input. The eager single-launch path passes handles,

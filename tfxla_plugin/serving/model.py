@@ -21,7 +21,7 @@ MANIFEST = "tfxla_manifest.json"
 def inter_op_threads_for(model_dir: str | os.PathLike, requested: int | None) -> int | None:
     """TF's inter-op thread count to serve ``model_dir`` with: ``requested`` if given (0: TF's default),
     else None (leave TF's default), for a wrapped model as for any other. Kernels of a wrapped model run
-    their parallel loops on TF's own intra-op pool (docs/design.md §7), so nothing needs fewer inter-op
+    their parallel loops on one process-wide pool (docs/design.md §7), so nothing needs fewer inter-op
     threads than TF picks."""
     del model_dir
     if requested is not None and requested < 0:
