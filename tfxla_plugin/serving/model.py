@@ -3,12 +3,18 @@
 Invariants: ``ServedModel.run`` takes NumPy arrays already checked against the signature
 (``codec.to_array``) and returns NumPy arrays keyed by output name; it is thread safe (TF
 executes ops with the GIL released, so a thread pool runs several calls at once).
+
+``jit=True`` (``tfxla serve --jit``) turns the Grappler hook on (``tfxla_plugin.enable()``,
+docs/hook.md) before the SavedModel is loaded, so TF hands each signature's graph to our compiler
+when it first runs it; ``jit_stats`` then reports what the hook did.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -16,6 +22,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 MANIFEST = "tfxla_manifest.json"
+log = logging.getLogger("tfxla_plugin.serving")
 
 
 def inter_op_threads_for(model_dir: str | os.PathLike, requested: int | None) -> int | None:
@@ -128,16 +135,24 @@ class ServedModel:
 
     version = 1
 
-    def __init__(self, model_dir: str | os.PathLike, tag_set: str = "serve", inter_op_threads: int | None = None):
+    def __init__(self, model_dir: str | os.PathLike, tag_set: str = "serve", inter_op_threads: int | None = None,
+                 jit: bool = False):
         import tensorflow as tf
 
-        import tfxla_plugin  # noqa: F401  (registers TfxlaLaunch before a wrapped model is loaded)
+        import tfxla_plugin  # registers TfxlaLaunch before a wrapped model is loaded
 
         self.model_dir = Path(model_dir).resolve()
         self.tags = tuple(t.strip() for t in tag_set.split(",") if t.strip())
         if not (self.model_dir / "saved_model.pb").is_file():
             raise ModelLoadError(f"{self.model_dir} is not a SavedModel directory (no saved_model.pb)")
         self.inter_op_threads = apply_inter_op_threads(inter_op_threads_for(self.model_dir, inter_op_threads))
+        self.jit = jit
+        self._first_calls: set[str] = set()  # signatures called once (jit: the hook's stats logged after)
+        self._lock = threading.Lock()
+        if jit:  # before loading: the hook acts on graphs TF optimizes from now on
+            tfxla_plugin.enable()
+            log.info("tfxla serve --jit: the Grappler hook is on: each signature's graph is compiled by "
+                     "tfxla at its first call (kernels cached on disk), what cannot compile runs in TensorFlow")
         try:
             self._loaded = tf.saved_model.load(str(self.model_dir), tags=list(self.tags) or None)
         except Exception as e:  # noqa: BLE001  (TF raises many kinds; all mean "cannot serve this")
@@ -154,4 +169,19 @@ class ServedModel:
         """Calls ``signature`` on checked inputs; returns every output as a NumPy array."""
         sig = self.signatures[signature]
         result = sig.fn(**inputs)
-        return {name: np.asarray(result[name].numpy()) for name in sig.outputs}
+        outputs = {name: np.asarray(result[name].numpy()) for name in sig.outputs}
+        if self.jit and signature not in self._first_calls:
+            with self._lock:
+                first = signature not in self._first_calls
+                self._first_calls.add(signature)
+            if first:
+                log.info("tfxla serve --jit: after the first call of signature '%s': %s", signature, self.jit_stats())
+        return outputs
+
+    def jit_stats(self):
+        """The hook's counters (``tfxla_plugin.stats()``, process-wide) with ``jit``, else None."""
+        if not self.jit:
+            return None
+        import tfxla_plugin
+
+        return tfxla_plugin.stats()
