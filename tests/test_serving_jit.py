@@ -7,7 +7,8 @@ same signatures run by TensorFlow here, in the pytest process, without the hook.
 - a plain model: its static-shape signature runs our kernels (``/stats``' ``jit``: a graph rewritten,
   a cluster compiled; the log says the hook is on, then its counters after the first call), its
   ``None``-batch signature is left to TF (dynamic shapes) and answers the same; a second server on the
-  same kernel cache compiles nothing (every cluster a kernel cache hit);
+  same kernel cache, the hook on through ``TFXLA_FLAGS=--auto_jit=1``, compiles nothing (every cluster a
+  kernel cache hit);
 - a wrapped model with ``--jit``: the hook leaves its graphs (which hold ``TfxlaLaunch``) alone;
 - a compile failure injected into the server process: requests are still answered, by TF, with one
   WARNING in the log.
@@ -74,12 +75,14 @@ def expected(plain):
 
 
 @contextlib.contextmanager
-def jit_server(model_dir: Path, log_path: Path, cache: Path, inject: bool = False):
-    """``tfxla serve --jit`` (with ``inject``: every cluster compile raises); yields (process, URL)."""
+def jit_server(model_dir: Path, log_path: Path, cache: Path, inject: bool = False, auto_jit: bool = False):
+    """``tfxla serve --jit`` (``auto_jit``: ``TFXLA_FLAGS=--auto_jit=1`` instead of the flag; ``inject``: every
+    cluster compile raises); yields (process, URL)."""
     entry = ["-c", INJECT] if inject else ["-m", "tfxla_plugin.cli"]
     cmd = [sys.executable, *entry, "serve", "--dir", str(model_dir), "--model_name", "one", "--host", "127.0.0.1",
-           "--port", "0", "--num_workers", "2", "--jit"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TFXLA_FLAGS=f"--cache_dir={cache}")
+           "--port", "0", "--num_workers", "2", *([] if auto_jit else ["--jit"])]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+               TFXLA_FLAGS=f"--cache_dir={cache}" + (" --auto_jit=1" if auto_jit else ""))
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 cwd=Path(__file__).resolve().parents[1])
@@ -143,7 +146,9 @@ def test_a_plain_model_runs_tfxla_kernels_compiled_once_and_cached_on_disk(plain
     assert "after the first call of signature 'serving_default': graphs seen" in text, text
 
     log_path = tmp_path / "serve_again.log"
-    with jit_server(plain, log_path, cache) as (proc, url):  # another process, the same kernel cache
+    # Another process, the same kernel cache, the hook turned on by TFXLA_FLAGS rather than --jit.
+    with jit_server(plain, log_path, cache, auto_jit=True) as (proc, url):
+        assert ", jit) at http://127.0.0.1:" in log_path.read_text()
         check_answers(url, expected, seed=1)
         again = jit_stats(url)
         stop(proc, log_path)

@@ -146,11 +146,12 @@ class ServedModel:
         if not (self.model_dir / "saved_model.pb").is_file():
             raise ModelLoadError(f"{self.model_dir} is not a SavedModel directory (no saved_model.pb)")
         self.inter_op_threads = apply_inter_op_threads(inter_op_threads_for(self.model_dir, inter_op_threads))
-        self.jit = jit
+        self.jit = jit or tfxla_plugin.is_enabled()  # on already: TFXLA_FLAGS=--auto_jit=1, or enable() earlier
         self._first_calls: set[str] = set()  # signatures called once (jit: the hook's stats logged after)
         self._lock = threading.Lock()
-        if jit:  # before loading: the hook acts on graphs TF optimizes from now on
-            tfxla_plugin.enable()
+        if self.jit:  # before loading: the hook acts on graphs TF optimizes from now on
+            if not tfxla_plugin.is_enabled():
+                tfxla_plugin.enable()
             log.info("tfxla serve --jit: the Grappler hook is on: each signature's graph is compiled by "
                      "tfxla at its first call (kernels cached on disk), what cannot compile runs in TensorFlow")
         try:
