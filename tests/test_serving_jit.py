@@ -4,14 +4,17 @@ The hook is process-wide and loads a native plugin, so every ``--jit`` server is
 (``python -m tfxla_plugin.cli serve``, as in tests/test_serving_http.py). Answers are compared with the
 same signatures run by TensorFlow here, in the pytest process, without the hook.
 
-- a plain model: its static-shape signature runs our kernels (``/stats``' ``jit``: a graph rewritten,
-  a cluster compiled; the log says the hook is on, then its counters after the first call), its
-  ``None``-batch signature is left to TF (dynamic shapes) and answers the same; a second server on the
+- a plain model: its static-shape signature and its ``None``-batch one (traced per input shape,
+  ``serving.model.PerShape``) run our kernels (``/stats``' ``jit``: a graph rewritten and a cluster
+  compiled per signature and shape; the log says the hook is on, then its counters after the first
+  call); a second server on the
   same kernel cache, the hook on through ``TFXLA_FLAGS=--auto_jit=1``, compiles nothing (every cluster a
   kernel cache hit);
 - a wrapped model with ``--jit``: the hook leaves its graphs (which hold ``TfxlaLaunch``) alone;
 - a compile failure injected into the server process: requests are still answered, by TF, with one
-  WARNING in the log.
+  WARNING per graph in the log;
+- ``PerShape`` (in this process, no hook): the first ``limit`` shapes get a trace, later ones run the
+  signature as given, with the same answers.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def plain(tmp_path_factory) -> Path:
 
         @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32, name="x")])
         def dynamic(self, x):
-            return {"z": tf.tanh(tf.matmul(x, self.w)) * 2.0}
+            return {"z": tf.tanh(tf.matmul(x, self.w) + 0.5) * 2.0}
 
     model, path = Model(), tmp_path_factory.mktemp("serving_jit") / "plain"
     tf.saved_model.save(model, str(path), signatures={"serving_default": model.static, "dynamic": model.dynamic})
@@ -138,10 +141,10 @@ def test_a_plain_model_runs_tfxla_kernels_compiled_once_and_cached_on_disk(plain
         check_answers(url, expected, seed=0)
         stats = jit_stats(url)
         text = stop(proc, log_path)
-    assert stats["graphs_rewritten"] >= 1 and stats["clusters_compiled"] >= 1, stats
-    assert stats["kernel_cache_hits"] == 0, stats  # a fresh cache directory
-    assert stats["left_alone"].get("no cluster (dynamic shapes)", 0) >= 1, stats  # the None-batch signature
-    assert not any(reason.startswith("failed") for reason in stats["left_alone"]), stats
+    # One graph per signature and input shape: serving_default's [2, 8], dynamic's [1, 8] and [3, 8].
+    assert stats["graphs_rewritten"] == 3 and stats["clusters_compiled"] == 3, stats
+    assert stats["shapes"] == {"dynamic": 2, "serving_default": 1}, stats
+    assert stats["kernel_cache_hits"] == 0 and stats["left_alone"] == {}, stats  # a fresh cache directory
     assert "tfxla hook: rewrote" in text and not warnings(text), text
     assert "after the first call of signature 'serving_default': graphs seen" in text, text
 
@@ -180,6 +183,26 @@ def test_a_failing_compile_leaves_the_requests_answered_by_tensorflow(plain, exp
         stats = jit_stats(url)
         text = stop(proc, log_path)
     assert stats["clusters_compiled"] == 0 and stats["graphs_rewritten"] == 0, stats
-    assert stats["left_alone"].get("failed: RuntimeError") == 1, stats  # the static signature's graph, once
+    assert stats["left_alone"] == {"failed: RuntimeError": 3}, stats  # each graph once, not once per request
     lines = warnings(text)
-    assert len(lines) == 1 and "left to TensorFlow: RuntimeError: injected compile failure" in lines[0], text
+    assert len(lines) == 3 and all("left to TensorFlow: RuntimeError: injected compile failure" in line
+                                   for line in lines), text
+
+
+def test_per_shape_traces_the_first_shapes_and_runs_the_others_as_given():
+    import tensorflow as tf
+
+    from tfxla_plugin.serving.model import PerShape
+
+    traced, direct = [], []
+
+    def fn(x):
+        (traced if isinstance(x, tf.Tensor) and not tf.executing_eagerly() else direct).append(x.shape)
+        return {"y": tf.reduce_sum(tf.convert_to_tensor(x) * 2.0, axis=1)}
+
+    per_shape = PerShape(fn, limit=2)
+    for rows in (1, 3, 1, 5, 5, 3):
+        x = np.arange(rows * 4, dtype=np.float32).reshape(rows, 4)
+        np.testing.assert_array_equal(per_shape(x=x)["y"].numpy(), (x * 2.0).sum(axis=1))
+    assert [tuple(s) for s in traced] == [(1, 4), (3, 4)] and direct == [(5, 4), (5, 4)], (traced, direct)
+    assert per_shape.shapes == 2

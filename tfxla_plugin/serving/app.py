@@ -109,12 +109,14 @@ def _model_error(e: Exception) -> RequestError:
     return RequestError(_CLIENT_ERRORS.get(kind, 500), f"model execution failed: {kind}: {text}")
 
 
-def _jit_json(stats) -> dict | None:
-    """The hook's ``HookStats`` as JSON (None: served without ``--jit``)."""
+def _jit_json(model: ServedModel) -> dict | None:
+    """The hook's ``HookStats`` as JSON, with the input shapes traced per signature (None: no ``--jit``)."""
+    stats = model.jit_stats()
     if stats is None:
         return None
     return {**vars(stats), "seconds_compiling": round(stats.seconds_compiling, 3),
-            "left_alone": dict(stats.left_alone)}
+            "left_alone": dict(stats.left_alone),
+            "shapes": {name: sig.fn.shapes for name, sig in model.signatures.items()}}
 
 
 class ServingState:
@@ -162,7 +164,7 @@ class ServingState:
     def stats(self) -> dict:
         return {"requests": self.requests, "errors": self.errors, "num_workers": self.options.workers,
                 "batching": self.batcher.stats.as_dict() if self.batcher else None,
-                "wrapped": self.model.manifest is not None, "jit": _jit_json(self.model.jit_stats())}
+                "wrapped": self.model.manifest is not None, "jit": _jit_json(self.model)}
 
     async def read_body(self, request: Request) -> bytes:
         limit = self.options.max_request_bytes

@@ -6,7 +6,8 @@ executes ops with the GIL released, so a thread pool runs several calls at once)
 
 ``jit=True`` (``tfxla serve --jit``) turns the Grappler hook on (``tfxla_plugin.enable()``,
 docs/hook.md) before the SavedModel is loaded, so TF hands each signature's graph to our compiler
-when it first runs it; ``jit_stats`` then reports what the hook did.
+when it first runs it, each signature traced per input shape (``PerShape``: the hook compiles static
+shapes); ``jit_stats`` then reports what the hook did.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -130,6 +131,45 @@ def _read_manifest(model_dir: Path) -> dict | None:
     return manifest
 
 
+JIT_SHAPES = 16  # distinct input shapes per signature that --jit specializes (and compiles) a graph for
+
+
+class PerShape:
+    """A signature called through one ``tf.function`` trace per distinct set of input shapes (``--jit``).
+
+    A serving signature usually has a ``None`` batch dim, and the hook compiles static shapes only
+    (docs/hook.md, "Shapes"): the signature's own graph stays in TF. Traced per shape, the signature is
+    inlined into a graph whose inputs have static shapes, which the hook compiles at its first call.
+    The first ``limit`` shapes seen get a trace; calls with any other shape run the signature as
+    loaded (in TF), so a client sending ever new batch sizes cannot make the server compile without end.
+    """
+
+    def __init__(self, fn, limit: int = JIT_SHAPES):
+        import tensorflow as tf
+
+        self._fn, self._limit = fn, limit
+        self._traced = tf.function(lambda **kw: fn(**kw), autograph=False)
+        self._shapes: set[tuple] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, **inputs):
+        import tensorflow as tf
+
+        key = tuple(sorted((name, np.shape(value)) for name, value in inputs.items()))
+        with self._lock:
+            if key not in self._shapes and len(self._shapes) < self._limit:
+                self._shapes.add(key)
+            traced = key in self._shapes
+        if not traced:
+            return self._fn(**inputs)
+        return self._traced(**{name: tf.convert_to_tensor(value) for name, value in inputs.items()})
+
+    @property
+    def shapes(self) -> int:
+        """How many shapes have a trace of their own."""
+        return len(self._shapes)
+
+
 class ServedModel:
     """A SavedModel loaded for serving (version 1): signatures, metadata and the manifest if wrapped."""
 
@@ -161,6 +201,8 @@ class ServedModel:
         self.signatures: dict[str, Signature] = {
             name: _signature(name, fn) for name, fn in sorted(self._loaded.signatures.items())
         }
+        if self.jit:
+            self.signatures = {name: replace(sig, fn=PerShape(sig.fn)) for name, sig in self.signatures.items()}
         if not self.signatures:
             raise ModelLoadError(f"the SavedModel {self.model_dir} has no serving signatures")
         self.signature_defs = _signature_def_json(self.model_dir, self.tags)
