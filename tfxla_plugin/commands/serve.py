@@ -1,4 +1,4 @@
-"""``tfxla serve --dir D --model_name NAME``: serve a (wrapped) SavedModel over TF Serving's REST API."""
+"""``tfxla serve --dir D --model_name NAME [--jit]``: serve a (wrapped) SavedModel over TF Serving's REST API."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
                      max_request_bytes=args.max_request_bytes, request_timeout_s=args.request_timeout,
                      shutdown_timeout_s=args.shutdown_timeout, inter_op_threads=args.inter_op_threads,
                      header_timeout_s=args.header_timeout, max_headers=args.max_headers,
-                     max_header_bytes=args.max_header_bytes)
+                     max_header_bytes=args.max_header_bytes, jit=args.jit)
     except (ModelLoadError, ValueError, OSError) as e:
         print(f"tfxla serve: {e}", file=sys.stderr)
         return 1
@@ -36,6 +36,9 @@ def register(sub) -> None:
     p.add_argument("--port", type=int, default=8501, help="TCP port (default 8501; 0 picks a free one)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--tag_set", default="serve", help="MetaGraphDef tags, comma-separated (default serve)")
+    p.add_argument("--jit", action="store_true",
+                   help="turn tfxla's Grappler hook on before loading the model, so a plain SavedModel's "
+                        "signatures run tfxla's kernels, compiled at their first call (docs/hook.md)")
     p.add_argument("--batching", action="store_true", help="merge concurrent requests into one call")
     p.add_argument("--max_batch_size", type=int, default=32, help="rows per merged call (default 32)")
     p.add_argument("--batch_timeout_micros", type=int, default=2000,

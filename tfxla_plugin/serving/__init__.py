@@ -3,7 +3,9 @@
 Speaks TF Serving's REST API (``/v1/models/NAME``, ``/metadata``, ``:predict`` in row and
 columnar format, ``{"error": ...}`` answers) on Starlette + uvicorn. A wrapped model is an
 ordinary SavedModel whose signatures call ``TfxlaLaunch``; importing ``tfxla_plugin`` (which
-this package does) registers that op before the model is loaded.
+this package does) registers that op before the model is loaded. With ``jit=True`` (``tfxla serve
+--jit``) a plain SavedModel is compiled where it is served: the Grappler hook is turned on before it
+loads (docs/serving.md, "--jit").
 
 Modules: ``model`` loads the SavedModel and describes its signatures; ``codec`` turns JSON
 requests into arrays and arrays into JSON answers; ``batching`` merges concurrent requests;

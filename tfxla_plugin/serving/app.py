@@ -4,7 +4,8 @@ Routes (``[/versions/1]`` may follow the model name everywhere):
   GET  /v1/models/NAME             status      {"model_version_status": [...]}
   GET  /v1/models/NAME/metadata    signatures  {"model_spec": ..., "metadata": {"signature_def": ...}}
   POST /v1/models/NAME:predict     predict     row or columnar format (``codec``)
-  GET  /v1/models/NAME/stats       tfxla's own counters (requests, batching), not part of TF Serving
+  GET  /v1/models/NAME/stats       tfxla's own counters (requests, batching, the hook's with --jit),
+                                   not part of TF Serving
 Every failure is ``{"error": "..."}``: 404 unknown model/version/path, 405 wrong method, 400 bad
 request (names the input, key or signature), 413 body over ``max_request_bytes``, 501 classify /
 regress, 504 past ``request_timeout_s``, 500 model failure. JSON parsing and encoding run in
@@ -58,6 +59,7 @@ class ServeOptions:
     max_request_bytes: int = 64 << 20
     request_timeout_s: float = 60.0
     inter_op_threads: int | None = None  # None: TF's default (model.inter_op_threads_for)
+    jit: bool = False  # the Grappler hook on before the model loads (model.ServedModel)
 
     def __post_init__(self):
         if self.num_workers is not None and self.num_workers < 1:
@@ -107,6 +109,16 @@ def _model_error(e: Exception) -> RequestError:
     return RequestError(_CLIENT_ERRORS.get(kind, 500), f"model execution failed: {kind}: {text}")
 
 
+def _jit_json(model: ServedModel) -> dict | None:
+    """The hook's ``HookStats`` as JSON, with the input shapes traced per signature (None: no ``--jit``)."""
+    stats = model.jit_stats()
+    if stats is None:
+        return None
+    return {**vars(stats), "seconds_compiling": round(stats.seconds_compiling, 3),
+            "left_alone": dict(stats.left_alone),
+            "shapes": {name: sig.fn.shapes for name, sig in model.signatures.items()}}
+
+
 class ServingState:
     """The model, options, worker pool, batcher and counters behind one app."""
 
@@ -152,7 +164,7 @@ class ServingState:
     def stats(self) -> dict:
         return {"requests": self.requests, "errors": self.errors, "num_workers": self.options.workers,
                 "batching": self.batcher.stats.as_dict() if self.batcher else None,
-                "wrapped": self.model.manifest is not None}
+                "wrapped": self.model.manifest is not None, "jit": _jit_json(self.model)}
 
     async def read_body(self, request: Request) -> bytes:
         limit = self.options.max_request_bytes
@@ -296,8 +308,11 @@ def build_app(model: ServedModel, model_name: str, options: ServeOptions = Serve
 def make_app(model_dir, model_name: str, *, tag_set: str = "serve", batching: bool = False,
              max_batch_size: int = 32, batch_timeout_micros: int = 2000, num_workers: int | None = None,
              max_request_bytes: int = 64 << 20, request_timeout_s: float = 60.0,
-             inter_op_threads: int | None = None) -> Starlette:
+             inter_op_threads: int | None = None, jit: bool = False) -> Starlette:
     """Loads the SavedModel at ``model_dir`` and returns the ASGI app serving it as ``model_name``.
+
+    ``jit=True`` turns the process-wide Grappler hook on first (``tfxla_plugin.enable()``; it stays on)
+    so the signatures run tfxla's kernels, compiled at their first call.
 
     Raises ``model.ModelLoadError`` when the directory is not a loadable SavedModel and
     ``ValueError`` for bad options.
@@ -305,5 +320,5 @@ def make_app(model_dir, model_name: str, *, tag_set: str = "serve", batching: bo
     options = ServeOptions(tag_set=tag_set, batching=batching, max_batch_size=max_batch_size,
                            batch_timeout_micros=batch_timeout_micros, num_workers=num_workers,
                            max_request_bytes=max_request_bytes, request_timeout_s=request_timeout_s,
-                           inter_op_threads=inter_op_threads)
-    return build_app(ServedModel(model_dir, tag_set, inter_op_threads), model_name, options)
+                           inter_op_threads=inter_op_threads, jit=jit)
+    return build_app(ServedModel(model_dir, tag_set, inter_op_threads, jit=jit), model_name, options)

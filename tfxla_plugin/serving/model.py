@@ -3,19 +3,27 @@
 Invariants: ``ServedModel.run`` takes NumPy arrays already checked against the signature
 (``codec.to_array``) and returns NumPy arrays keyed by output name; it is thread safe (TF
 executes ops with the GIL released, so a thread pool runs several calls at once).
+
+``jit=True`` (``tfxla serve --jit``) turns the Grappler hook on (``tfxla_plugin.enable()``,
+docs/hook.md) before the SavedModel is loaded, so TF hands each signature's graph to our compiler
+when it first runs it, each signature traced per input shape (``PerShape``: the hook compiles static
+shapes); ``jit_stats`` then reports what the hook did.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 MANIFEST = "tfxla_manifest.json"
+log = logging.getLogger("tfxla_plugin.serving")
 
 
 def inter_op_threads_for(model_dir: str | os.PathLike, requested: int | None) -> int | None:
@@ -123,21 +131,69 @@ def _read_manifest(model_dir: Path) -> dict | None:
     return manifest
 
 
+JIT_SHAPES = 16  # distinct input shapes per signature that --jit specializes (and compiles) a graph for
+
+
+class PerShape:
+    """A signature called through one ``tf.function`` trace per distinct set of input shapes (``--jit``).
+
+    A serving signature usually has a ``None`` batch dim, and the hook compiles static shapes only
+    (docs/hook.md, "Shapes"): the signature's own graph stays in TF. Traced per shape, the signature is
+    inlined into a graph whose inputs have static shapes, which the hook compiles at its first call.
+    The first ``limit`` shapes seen get a trace; calls with any other shape run the signature as
+    loaded (in TF), so a client sending ever new batch sizes cannot make the server compile without end.
+    """
+
+    def __init__(self, fn, limit: int = JIT_SHAPES):
+        import tensorflow as tf
+
+        self._fn, self._limit = fn, limit
+        self._traced = tf.function(lambda **kw: fn(**kw), autograph=False)
+        self._shapes: set[tuple] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, **inputs):
+        import tensorflow as tf
+
+        key = tuple(sorted((name, np.shape(value)) for name, value in inputs.items()))
+        with self._lock:
+            if key not in self._shapes and len(self._shapes) < self._limit:
+                self._shapes.add(key)
+            traced = key in self._shapes
+        if not traced:
+            return self._fn(**inputs)
+        return self._traced(**{name: tf.convert_to_tensor(value) for name, value in inputs.items()})
+
+    @property
+    def shapes(self) -> int:
+        """How many shapes have a trace of their own."""
+        return len(self._shapes)
+
+
 class ServedModel:
     """A SavedModel loaded for serving (version 1): signatures, metadata and the manifest if wrapped."""
 
     version = 1
 
-    def __init__(self, model_dir: str | os.PathLike, tag_set: str = "serve", inter_op_threads: int | None = None):
+    def __init__(self, model_dir: str | os.PathLike, tag_set: str = "serve", inter_op_threads: int | None = None,
+                 jit: bool = False):
         import tensorflow as tf
 
-        import tfxla_plugin  # noqa: F401  (registers TfxlaLaunch before a wrapped model is loaded)
+        import tfxla_plugin  # registers TfxlaLaunch before a wrapped model is loaded
 
         self.model_dir = Path(model_dir).resolve()
         self.tags = tuple(t.strip() for t in tag_set.split(",") if t.strip())
         if not (self.model_dir / "saved_model.pb").is_file():
             raise ModelLoadError(f"{self.model_dir} is not a SavedModel directory (no saved_model.pb)")
         self.inter_op_threads = apply_inter_op_threads(inter_op_threads_for(self.model_dir, inter_op_threads))
+        self.jit = jit or tfxla_plugin.is_enabled()  # on already: TFXLA_FLAGS=--auto_jit=1, or enable() earlier
+        self._first_calls: set[str] = set()  # signatures called once (jit: the hook's stats logged after)
+        self._lock = threading.Lock()
+        if self.jit:  # before loading: the hook acts on graphs TF optimizes from now on
+            if not tfxla_plugin.is_enabled():
+                tfxla_plugin.enable()
+            log.info("tfxla serve --jit: the Grappler hook is on: each signature's graph is compiled by "
+                     "tfxla at its first call (kernels cached on disk), what cannot compile runs in TensorFlow")
         try:
             self._loaded = tf.saved_model.load(str(self.model_dir), tags=list(self.tags) or None)
         except Exception as e:  # noqa: BLE001  (TF raises many kinds; all mean "cannot serve this")
@@ -145,6 +201,8 @@ class ServedModel:
         self.signatures: dict[str, Signature] = {
             name: _signature(name, fn) for name, fn in sorted(self._loaded.signatures.items())
         }
+        if self.jit:
+            self.signatures = {name: replace(sig, fn=PerShape(sig.fn)) for name, sig in self.signatures.items()}
         if not self.signatures:
             raise ModelLoadError(f"the SavedModel {self.model_dir} has no serving signatures")
         self.signature_defs = _signature_def_json(self.model_dir, self.tags)
@@ -154,4 +212,19 @@ class ServedModel:
         """Calls ``signature`` on checked inputs; returns every output as a NumPy array."""
         sig = self.signatures[signature]
         result = sig.fn(**inputs)
-        return {name: np.asarray(result[name].numpy()) for name in sig.outputs}
+        outputs = {name: np.asarray(result[name].numpy()) for name in sig.outputs}
+        if self.jit and signature not in self._first_calls:
+            with self._lock:
+                first = signature not in self._first_calls
+                self._first_calls.add(signature)
+            if first:
+                log.info("tfxla serve --jit: after the first call of signature '%s': %s", signature, self.jit_stats())
+        return outputs
+
+    def jit_stats(self):
+        """The hook's counters (``tfxla_plugin.stats()``, process-wide) with ``jit``, else None."""
+        if not self.jit:
+            return None
+        import tfxla_plugin
+
+        return tfxla_plugin.stats()

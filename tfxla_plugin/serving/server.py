@@ -80,8 +80,9 @@ def serve(model_dir, model_name: str, *, host: str = "127.0.0.1", port: int = 85
     main = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, request_exit) for sig in _SIGNALS} if main else {}
     state = app.state.tfxla
-    log.info("tfxla serve: model '%s' (%s%s) at %s/v1/models/%s  [workers=%d, batching=%s, inter-op threads=%s]",
-             model_name, state.model.model_dir, ", wrapped" if state.model.manifest else "", _url(sock),
+    log.info("tfxla serve: model '%s' (%s%s%s) at %s/v1/models/%s  [workers=%d, batching=%s, inter-op threads=%s]",
+             model_name, state.model.model_dir, ", wrapped" if state.model.manifest else "",
+             ", jit" if state.model.jit else "", _url(sock),
              model_name, state.options.workers,
              f"max {state.options.max_batch_size} rows / {state.options.batch_timeout_micros} us"
              if state.options.batching else "off",
