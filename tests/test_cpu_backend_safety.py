@@ -290,6 +290,12 @@ def harness_source(signature: dict) -> str:
 ASAN_FLAGS = CompilerOptions(sanitize=("address",), extra_flags=("-fno-omit-frame-pointer", "-g"))
 
 
+def rpath_links(options: CompilerOptions) -> list[str]:
+    """Where the linker finds what the kernel's libraries need (oneDNN's TBB build: libtbb, libimf beside
+    it): an executable's link resolves them, a shared object's does not."""
+    return [f"-Wl,-rpath-link,{d}" for d in options.library_dirs]
+
+
 def build_asan_harness(name: str, text: str, directory: Path, cache: Path) -> tuple[HloModule, Path]:
     """The kernel as an ASan-instrumented shared object (through the cache), linked into its harness."""
     mod = parse(text)
@@ -300,7 +306,7 @@ def build_asan_harness(name: str, text: str, directory: Path, cache: Path) -> tu
     harness.write_text(harness_source(generated.signature))
     exe = directory / f"{name}_harness"
     cmd = [options.cc, "-fsanitize=address", "-fno-omit-frame-pointer", "-g", str(harness), str(so),
-           f"-Wl,-rpath,{so.parent}", "-o", str(exe)]
+           f"-Wl,-rpath,{so.parent}", *rpath_links(options), "-o", str(exe)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, f"linking the harness failed: {' '.join(cmd)}\n{proc.stderr}"
     return mod, exe
@@ -360,8 +366,8 @@ def test_harness_catches_an_out_of_bounds_write(kernel_cache, tmp_path) -> None:
     harness = tmp_path / "oob_harness.c"
     harness.write_text(harness_source(generated.signature))
     exe = tmp_path / "oob_harness"
-    subprocess.run([options.cc, "-fsanitize=address", str(harness), str(so), f"-Wl,-rpath,{so.parent}", "-o",
-                    str(exe)], check=True, capture_output=True)
+    subprocess.run([options.cc, "-fsanitize=address", str(harness), str(so), f"-Wl,-rpath,{so.parent}",
+                    *rpath_links(options), "-o", str(exe)], check=True, capture_output=True)
     proc = _run_harness(exe, _simple_args())
     assert proc.returncode != 0
     assert "ERROR: AddressSanitizer: heap-buffer-overflow" in proc.stderr.decode(errors="replace")
