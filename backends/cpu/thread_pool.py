@@ -87,7 +87,7 @@ static void run_blocks(tfxla_pool* p, uint32_t job) {
 
 static void* worker(void* arg) {
   tfxla_pool* p = (tfxla_pool*)arg;
-  uint32_t seen = JOB(atomic_load(&p->claim));
+  uint32_t seen = 0;  /* jobs are numbered from 1: a worker that starts late still takes the first one */
   for (;;) {
     uint32_t job = JOB(atomic_load(&p->claim));
     const int64_t until = now_ns() + SPIN_NS;
