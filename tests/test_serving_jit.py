@@ -19,7 +19,6 @@ same signatures run by TensorFlow here, in the pytest process, without the hook.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -30,7 +29,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.test_serving_http import _wait_ready, wait_stopped
+from tests.test_serving_http import server, wait_stopped
 
 pytestmark = pytest.mark.slow
 TOL = 1e-5  # float32 matmul + softmax against TF: the same sums, maybe in another order
@@ -77,24 +76,13 @@ def expected(plain):
     return {name: (lambda x, fn=fn: {k: v.numpy() for k, v in fn(x=x).items()}) for name, fn in sigs.items()}
 
 
-@contextlib.contextmanager
 def jit_server(model_dir: Path, log_path: Path, cache: Path, inject: bool = False, auto_jit: bool = False):
     """``tfxla serve --jit`` (``auto_jit``: ``TFXLA_FLAGS=--auto_jit=1`` instead of the flag; ``inject``: every
-    cluster compile raises); yields (process, URL)."""
-    entry = ["-c", INJECT] if inject else ["-m", "tfxla_plugin.cli"]
-    cmd = [sys.executable, *entry, "serve", "--dir", str(model_dir), "--model_name", "one", "--host", "127.0.0.1",
-           "--port", "0", "--num_workers", "2", *([] if auto_jit else ["--jit"])]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-               TFXLA_FLAGS=f"--cache_dir={cache}" + (" --auto_jit=1" if auto_jit else ""))
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                cwd=Path(__file__).resolve().parents[1])
-    try:
-        yield proc, _wait_ready(proc, log_path)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+    cluster compile raises); a context manager yielding (process, URL)."""
+    entry = ("-c", INJECT) if inject else ("-m", "tfxla_plugin.cli")
+    flags = ["--num_workers", "2", *([] if auto_jit else ["--jit"])]
+    env = {"TFXLA_FLAGS": f"--cache_dir={cache}" + (" --auto_jit=1" if auto_jit else "")}
+    return server(model_dir, log_path, *flags, entry=entry, env=env)
 
 
 def predict(url: str, x: np.ndarray, signature: str = "serving_default") -> np.ndarray:
