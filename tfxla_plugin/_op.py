@@ -44,9 +44,29 @@ SIDECAR = "_tfxla_launch_op.json"
 BASE_FLAGS = ("-std=c++17", "-shared", "-fPIC", "-O2")
 LABEL = "the TfxlaLaunch op library"  # how errors name what is built
 
-_lock = threading.Lock()
-_module: ModuleType | None = None
-_failure: BaseException | None = None
+class Once:
+    """``load()`` run at most once per process, thread-safe: its value kept, or its exception kept and
+    raised again on every later call (a failing multi-second build is not rerun, a half-done
+    registration not repeated)."""
+
+    def __init__(self, load):
+        self._load = load
+        self._lock = threading.Lock()
+        self.value = None
+        self._failure: BaseException | None = None
+
+    def __call__(self):
+        with self._lock:
+            if self.value is not None:
+                return self.value
+            if self._failure is not None:
+                raise self._failure
+            try:
+                self.value = self._load()
+            except Exception as e:
+                self._failure = e
+                raise
+            return self.value
 _library_fds: list[int] = []  # the sealed copies loaded: open for good (TF and glibc know them by name)
 
 
@@ -218,18 +238,7 @@ def cached_library(info: dict, source: Path = SOURCE, label: str = LABEL) -> tup
 
 def load_op_library() -> ModuleType:
     """The loaded op library (``.tfxla_launch``); builds it first if needed. Thread-safe, once per process."""
-    global _module, _failure
-    with _lock:
-        if _module is not None:
-            return _module
-        if _failure is not None:  # do not rerun a failing multi-second build on every call
-            raise _failure
-        try:
-            _module = _load()
-        except Exception as e:
-            _failure = e
-            raise
-        return _module
+    return _LOADED()
 
 
 def _load() -> ModuleType:
@@ -262,5 +271,7 @@ def _load_bytes(so: Path, data: bytes) -> ModuleType:
     _library_fds.append(fd)  # never closed: a reused fd number would name the loaded library to dlopen and TF
     return tf.load_op_library(f"/proc/self/fd/{fd}")
 
+
+_LOADED = Once(_load)
 
 __all__ = ["OpBuildError", "build", "build_command", "load_op_library", "tf_build_info"]

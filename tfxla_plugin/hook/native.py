@@ -11,18 +11,12 @@ plugin aborts the process, so ``load()`` loads ours at most once per process and
 from __future__ import annotations
 
 import sysconfig
-import threading
 from pathlib import Path
 
 from tfxla_plugin import _op
 
 SOURCE = Path(__file__).resolve().parent / "graph_optimizer.cc"
 LABEL = "the tfxla graph-optimizer plugin"
-
-_lock = threading.Lock()
-_loaded: Path | None = None
-_failure: BaseException | None = None
-
 
 def build_info() -> dict:
     """``_op.tf_build_info()`` with the Python headers the plugin includes."""
@@ -31,23 +25,13 @@ def build_info() -> dict:
 
 
 def load() -> Path:
-    """The plugin's cache path, built and loaded first if this process has not loaded it yet."""
-    global _loaded, _failure
-    with _lock:
-        if _loaded is not None:
-            return _loaded
-        if _failure is not None:  # never retry a failing build (or a half-done registration)
-            raise _failure
-        try:
-            _loaded = _load()
-        except Exception as e:
-            _failure = e
-            raise
-        return _loaded
+    """The plugin's cache path, built and loaded first if this process has not loaded it yet (a failure
+    is kept: never retry a failing build or a half-done registration)."""
+    return _LOADED()
 
 
 def loaded() -> bool:
-    return _loaded is not None
+    return _LOADED.value is not None
 
 
 def _load() -> Path:
@@ -61,5 +45,7 @@ def _load() -> Path:
     load_library.load_pluggable_device_library(f"/proc/self/fd/{fd}")
     return so
 
+
+_LOADED = _op.Once(_load)
 
 __all__ = ["LABEL", "SOURCE", "build_info", "load", "loaded"]
