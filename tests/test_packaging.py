@@ -8,9 +8,11 @@ ImportError / CLI message names what to install, and that nothing was written.
 from __future__ import annotations
 
 import importlib
+import json
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
 import zipfile
 from pathlib import Path
@@ -32,11 +34,11 @@ def _extra(name: str) -> dict[str, Requirement]:
 def test_metadata_version_is_read_from_version_module():
     assert PROJECT["name"] == "tfxla-plugin"
     assert PROJECT["dynamic"] == ["version"] and "version" not in PROJECT
-    attr = PYPROJECT["tool"]["setuptools"]["dynamic"]["version"]["attr"]
-    module, _, name = attr.rpartition(".")
-    assert getattr(importlib.import_module(module), name) == __version__
+    assert PYPROJECT["tool"]["tfxla-build"]["version"] == "tfxla_plugin/_version.py"
     assert PROJECT["requires-python"] == ">=3.11"
-    assert PYPROJECT["build-system"]["build-backend"] == "setuptools.build_meta"
+    # The in-tree backend: nothing to fetch to build (offline, and any installed setuptools or none).
+    assert PYPROJECT["build-system"] == {"requires": [], "build-backend": "tfxla_build",
+                                         "backend-path": ["build_backend"]}
 
 
 def test_tensorflow_is_an_extra_with_the_supported_range():
@@ -115,35 +117,78 @@ def test_tfxla_tensorboard_without_tensorboard_says_what_to_install_and_writes_n
     assert not logdir.exists()
 
 
-def _can_build_wheels(scratch: Path) -> str | None:
-    """Why a wheel cannot be built here (pip needs setuptools>=77 from an index for build isolation), or None."""
-    probe = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(scratch),
-                            "--only-binary=:all:", "setuptools>=77"], capture_output=True, text=True, timeout=120)
-    return None if probe.returncode == 0 else f"no index with setuptools>=77 reachable: {probe.stderr[-300:]}"
+_HOOK = "import json, sys; sys.path.insert(0, 'build_backend'); import tfxla_build\n" \
+        "print(getattr(tfxla_build, sys.argv[1])(sys.argv[2], json.loads(sys.argv[3])))"
 
 
-@pytest.mark.slow
-def test_wheel_builds_with_the_metadata(tmp_path):
-    reason = _can_build_wheels(tmp_path / "probe")
-    if reason:
-        pytest.skip(reason)
-    src = tmp_path / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "*.egg-info", "build", "dist", "__pycache__",
-                                                              ".pytest_cache", ".hypothesis", ".mypy_cache",
-                                                              "_tfxla_launch_op*", "out"))
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "whl"),
-                           str(src)], capture_output=True, text=True, timeout=600)
+def _hook(hook: str, out: Path, source: Path = ROOT, config: dict | None = None) -> subprocess.CompletedProcess:
+    """The in-tree backend's ``hook`` run in ``source`` as pip runs it (a fresh interpreter, cwd = the tree)."""
+    out.mkdir(parents=True, exist_ok=True)
+    return subprocess.run([sys.executable, "-c", _HOOK, hook, str(out), json.dumps(config or {})], cwd=source,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _build(hook: str, out: Path, source: Path = ROOT, config: dict | None = None) -> Path:
+    proc = _hook(hook, out, source, config)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    (wheel,) = (tmp_path / "whl").glob("*.whl")
+    return out / proc.stdout.split()[-1]
+
+
+def test_wheel_has_the_sources_and_the_metadata(tmp_path):
+    """``pip wheel .`` in pip's isolated build environment (no TensorFlow there, nothing fetched): a pure
+    wheel with every tracked module, the op's C++ sources, the license and PEP 621 metadata."""
+    from tfxla_plugin import _op
+
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--no-cache-dir", "-q",
+                           "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = tmp_path.glob("*.whl")
     assert wheel.name == f"tfxla_plugin-{__version__}-py3-none-any.whl"
+    dist_info = f"tfxla_plugin-{__version__}.dist-info"
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-        meta = z.read(f"tfxla_plugin-{__version__}.dist-info/METADATA").decode()
-        entry_points = z.read(f"tfxla_plugin-{__version__}.dist-info/entry_points.txt").decode()
-    assert f"tfxla_plugin-{__version__}.dist-info/licenses/LICENSE" in names
-    assert {"tfxla_plugin/ops/tfxla_launch.cc", "tfxla_plugin/hook/graph_optimizer.cc", "hlo/__init__.py",
-            "backends/__init__.py", "graph_passes/__init__.py"} <= names
-    assert not any(n.startswith("tests/") for n in names)
-    assert "License-Expression: Apache-2.0" in meta and "Requires-Python: >=3.11" in meta
-    assert 'Requires-Dist: tensorflow-cpu<2.22,>=2.21; extra == "cpu"' in meta
-    assert "tfxla = tfxla_plugin.cli:main" in entry_points
+        meta = z.read(f"{dist_info}/METADATA").decode()
+        entry_points = z.read(f"{dist_info}/entry_points.txt").decode()
+        wheel_file = z.read(f"{dist_info}/WHEEL").decode()
+        record = z.read(f"{dist_info}/RECORD").decode()
+    ops = _op.SOURCE.parent
+    op_sources = {f"tfxla_plugin/ops/{p.name}" for p in [*ops.glob("*.cc"), *ops.glob("*.h")]}
+    assert op_sources | {"tfxla_plugin/hook/graph_optimizer.cc", f"{dist_info}/licenses/LICENSE"} <= names
+    assert not any(n.endswith(".so") or n.startswith(("tests/", "bench/", "build_backend/")) for n in names)
+    if (ROOT / ".git").exists() and shutil.which("git"):
+        tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+        packaged = {p for p in tracked if p.split("/")[0] in PYPROJECT["tool"]["tfxla-build"]["packages"]}
+        assert packaged <= names, sorted(packaged - names)
+    assert "Root-Is-Purelib: true" in wheel_file and "Tag: py3-none-any" in wheel_file
+    assert set(record.splitlines()[-1].split(",")) == {f"{dist_info}/RECORD", ""}
+    assert len(record.splitlines()) == len(names)
+    head = meta.partition("\n\n")[0].splitlines()
+    assert {"Metadata-Version: 2.4", "Name: tfxla-plugin", f"Version: {__version__}", "License-Expression: Apache-2.0",
+            "License-File: LICENSE", "Requires-Python: >=3.11", "Provides-Extra: cpu"} <= set(head)
+    cpu = [Requirement(line.removeprefix("Requires-Dist: ")) for line in head if "tensorflow-cpu" in line]
+    assert [(r.name, str(r.specifier), str(r.marker)) for r in cpu] == \
+        [("tensorflow-cpu", "<2.22,>=2.21", 'extra == "cpu"')]
+    assert meta.partition("\n\n")[2] == (ROOT / "README.md").read_text()
+    assert "[console_scripts]\ntfxla = tfxla_plugin.cli:main" in entry_points
+
+
+def test_sdist_builds_the_same_wheel(tmp_path):
+    """The sdist carries the backend and everything the wheel ships; a wheel built from it has the same files."""
+    direct = _build("build_wheel", tmp_path / "direct", ROOT, {"op": "skip"})
+    sdist = _build("build_sdist", tmp_path / "sdist")
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    (tree,) = (tmp_path / "unpacked").iterdir()
+    pkg_info = (tree / "PKG-INFO").read_text()
+    assert pkg_info.startswith(f"Metadata-Version: 2.4\nName: tfxla-plugin\nVersion: {__version__}\n")
+    rebuilt = _build("build_wheel", tmp_path / "rebuilt", tree, {"op": "skip"})
+    with zipfile.ZipFile(direct) as a, zipfile.ZipFile(rebuilt) as b:
+        assert a.namelist() == b.namelist()
+        assert [a.read(n) for n in a.namelist()] == [b.read(n) for n in b.namelist()]
+
+
+def test_bad_op_setting_is_refused(tmp_path):
+    proc = _hook("build_wheel", tmp_path, config={"op": "yes"})
+    assert proc.returncode == 1, proc
+    assert "BackendError: config setting op='yes': expected one of auto, skip, build" in proc.stderr
+    assert not list(tmp_path.iterdir())
