@@ -3,7 +3,8 @@
 ``load_op_library()`` returns the module ``tf.load_op_library`` gives (its ``tfxla_launch``
 function calls the op), loading the library once per process from the first of:
 
-1. ``_tfxla_launch_op.so`` next to this file, built by ``setup.py`` at install time, when its
+1. ``_tfxla_launch_op.so`` next to this file, built into the wheel by the build backend
+   (``build_backend/tfxla_build.py``, when TensorFlow was importable while building), when its
    sidecar ``_tfxla_launch_op.json`` records this TensorFlow version, TF's compile and link
    flags, and the sha256 of the sources shipped beside it;
 2. ``<cache>/tfxla_plugin/ops/<tf-version>/tfxla_launch_<key>.so`` (``<cache>`` is
@@ -19,7 +20,7 @@ loaded: they are copied into a sealed memfd and ``tf.load_op_library`` loads ``/
 (``backends.shared_object``), so the file cannot change between the check and the load.
 
 A failed build raises ``OpBuildError`` carrying the compiler command and its stderr. This module
-imports only the standard library at import time, so ``setup.py`` can load it by path and call
+imports only the standard library at import time, so the build backend can load it by path and call
 ``build()`` without importing the package.
 """
 
