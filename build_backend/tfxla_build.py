@@ -38,6 +38,7 @@ import time
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path.cwd()  # PEP 517: hooks run in the source tree
 OP_SETTINGS = ("auto", "skip", "build")
@@ -113,8 +114,10 @@ def _in_package(directory: Path, top: Path) -> bool:
 
 # --- core metadata (https://packaging.python.org/specifications/core-metadata/), one writer per key ---
 
+Field = tuple[str, str]  # (core-metadata key, value); key "" is the body (the README)
 
-def _readme(project: Project, value) -> list[tuple[str, str]]:
+
+def _readme(project: Project, value) -> list[Field]:
     if isinstance(value, str):
         value = {"file": value}
     kind = value.get("content-type") or {".md": "text/markdown", ".rst": "text/x-rst"}.get(
@@ -123,14 +126,14 @@ def _readme(project: Project, value) -> list[tuple[str, str]]:
     return [("Description-Content-Type", kind), ("", body)]
 
 
-def _license(project: Project, value) -> list[tuple[str, str]]:
-    if isinstance(value, str):
-        return [("License-Expression", value)]
-    return [("License", value["text"] if "text" in value else (project.root / value["file"]).read_text())]
+def _license(project: Project, value) -> list[Field]:
+    if not isinstance(value, str):
+        raise BackendError("pyproject.toml license: write an SPDX expression (PEP 639), not a table")
+    return [("License-Expression", value)]
 
 
-def _people(role: str):
-    def write(project: Project, people) -> list[tuple[str, str]]:
+def _people(role: str) -> Callable[[Project, list[dict]], list[Field]]:
+    def write(project: Project, people: list[dict]) -> list[Field]:
         named = [p["name"] for p in people if "name" in p and "email" not in p]
         emails = [f"{p['name']} <{p['email']}>" if "name" in p else p["email"] for p in people if "email" in p]
         fields = [(role, ", ".join(named))] if named else []
@@ -138,7 +141,7 @@ def _people(role: str):
     return write
 
 
-def _extras(project: Project, extras: dict[str, list[str]]) -> list[tuple[str, str]]:
+def _extras(project: Project, extras: dict[str, list[str]]) -> list[Field]:
     fields = []
     for extra, requirements in extras.items():
         name = re.sub(r"[-_.]+", "-", extra).lower()  # PEP 685
@@ -150,18 +153,19 @@ def _extras(project: Project, extras: dict[str, list[str]]) -> list[tuple[str, s
     return fields
 
 
-def _each(key: str):
+def _each(key: str) -> Callable[[Project, list[str]], list[Field]]:
     return lambda project, values: [(key, v) for v in values]
 
 
-def _one(key: str):
+def _one(key: str) -> Callable[[Project, str], list[Field]]:
     return lambda project, value: [(key, value)]
 
 
-_NOT_METADATA = lambda project, value: []  # noqa: E731  (handled elsewhere: entry points, name, version)
+def _not_metadata(project: Project, value) -> list[Field]:
+    return []  # written elsewhere: name and version first, the scripts as entry_points.txt
 
-METADATA_FIELDS = {
-    "name": _NOT_METADATA, "version": _NOT_METADATA, "dynamic": _NOT_METADATA,
+METADATA_FIELDS: dict[str, Callable[[Project, Any], list[Field]]] = {  # [project] key: its writer
+    "name": _not_metadata, "version": _not_metadata, "dynamic": _not_metadata,
     "description": _one("Summary"),
     "requires-python": _one("Requires-Python"),
     "license": _license,
@@ -173,7 +177,7 @@ METADATA_FIELDS = {
     "urls": lambda project, urls: [("Project-URL", f"{label}, {url}") for label, url in urls.items()],
     "dependencies": _each("Requires-Dist"),
     "optional-dependencies": _extras,
-    "scripts": _NOT_METADATA, "gui-scripts": _NOT_METADATA, "entry-points": _NOT_METADATA,
+    "scripts": _not_metadata, "gui-scripts": _not_metadata, "entry-points": _not_metadata,
     "readme": _readme,  # last: its body ends the file
 }
 
@@ -261,6 +265,7 @@ def build_op(project: Project, setting: str, staging: Path) -> dict[str, Path]:
         return {}
     op_path = project.root / "tfxla_plugin" / "_op.py"
     spec = importlib.util.spec_from_file_location("_tfxla_op_build", op_path)
+    assert spec is not None and spec.loader is not None, op_path
     op = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(op)  # standard library only at import time
     try:
@@ -335,8 +340,8 @@ def build_sdist(sdist_directory, config_settings=None) -> str:
     """``<dist>.tar.gz``: pyproject.toml, the README and license files, this backend, the shipped files,
     and PKG-INFO."""
     project = Project()
-    readme = project.meta.get("readme")
-    readme = [readme if isinstance(readme, str) else readme["file"]] if readme and "text" not in readme else []
+    readme = project.meta.get("readme", {})
+    readme = [readme] if isinstance(readme, str) else [readme["file"]] if "file" in readme else []
     backend = [Path(p).relative_to(project.root).as_posix() for p in (project.root / "build_backend").glob("*.py")]
     files = sorted({"pyproject.toml", *readme, *project.license_files(), *backend, *project.package_files()})
     name = f"{project.dist}.tar.gz"

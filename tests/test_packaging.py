@@ -1,4 +1,4 @@
-"""Packaging: pyproject.toml's metadata, the LICENSE, the wheel, and the messages for missing optional packages.
+"""Packaging: pyproject.toml, the LICENSE, the in-tree build backend (wheel, sdist, its refusals), and the messages for missing optional packages.
 
 TensorFlow and TensorBoard are optional dependencies (pyproject.toml says why); the subprocess cases block
 one of them with ``sys.modules[name] = None`` (what ``import`` then reports as not installed) and check the
@@ -8,6 +8,7 @@ ImportError / CLI message names what to install, and that nothing was written.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -192,3 +193,61 @@ def test_bad_op_setting_is_refused(tmp_path):
     assert proc.returncode == 1, proc
     assert "BackendError: config setting op='yes': expected one of auto, skip, build" in proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+def _backend():
+    spec = importlib.util.spec_from_file_location("tfxla_build", ROOT / "build_backend" / "tfxla_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_TOY = """
+[project]
+name = "Toy.Pkg"
+version = "1.2"
+{extra}
+[project.optional-dependencies]
+Old_Python = ["tomli>=2; python_version < '3.11'"]
+[tool.tfxla-build]
+packages = ["toy"]
+package-data = {{toy = ["{data}"]}}
+"""
+
+
+def _toy(tmp_path: Path, extra: str = "", data: str = "*.h") -> Path:
+    (tmp_path / "toy" / "sub").mkdir(parents=True)
+    (tmp_path / "toy" / "nodir").mkdir()
+    for name in ("toy/__init__.py", "toy/sub/__init__.py", "toy/sub/m.py", "toy/nodir/stray.py", "toy/k.h"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "pyproject.toml").write_text(_TOY.format(extra=extra, data=data))
+    return tmp_path
+
+
+def test_backend_metadata_and_files_of_a_toy_project(tmp_path):
+    backend = _backend()
+    project = backend.Project(_toy(tmp_path))
+    assert project.dist == "toy_pkg-1.2"
+    assert project.package_files() == ["toy/__init__.py", "toy/k.h", "toy/sub/__init__.py", "toy/sub/m.py"]
+    meta = backend.core_metadata(project).splitlines()
+    assert "Provides-Extra: old-python" in meta  # PEP 685 normalization
+    (line,) = [m for m in meta if m.startswith("Requires-Dist: ")]
+    requirement = Requirement(line.removeprefix("Requires-Dist: "))
+    assert requirement.name == "tomli" and str(requirement.specifier) == ">=2"
+    assert requirement.marker.evaluate({"extra": "old-python", "python_version": "3.10"})
+    assert not requirement.marker.evaluate({"extra": "old-python", "python_version": "3.11"})
+    assert not requirement.marker.evaluate({"extra": "", "python_version": "3.10"})
+
+
+@pytest.mark.parametrize("extra, data, message", [
+    ('homepage = "x"', "*.h", "pyproject.toml [project] ['homepage']: not supported by tfxla_build.py"),
+    ('license = {text = "MIT"}', "*.h", "pyproject.toml license: write an SPDX expression (PEP 639), not a table"),
+    ("", "*.cc", "[tool.tfxla-build] package-data: toy/*.cc matches no file"),
+])
+def test_backend_refuses_what_it_cannot_write(tmp_path, extra, data, message):
+    backend = _backend()
+    with pytest.raises(backend.BackendError) as e:
+        project = backend.Project(_toy(tmp_path, extra, data))
+        backend.core_metadata(project)
+        project.package_files()
+    assert str(e.value) == message
