@@ -1,4 +1,5 @@
-"""Packaging: pyproject.toml, the LICENSE, the in-tree build backend (wheel, sdist, its refusals), and the messages for missing optional packages.
+"""Packaging: pyproject.toml, the LICENSE, the in-tree build backend (wheel, sdist, its refusals), and the
+messages for missing optional packages.
 
 TensorFlow and TensorBoard are optional dependencies (pyproject.toml says why); the subprocess cases block
 one of them with ``sys.modules[name] = None`` (what ``import`` then reports as not installed) and check the
