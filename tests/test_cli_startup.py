@@ -65,3 +65,15 @@ def test_import_then_tensorflow_registers_the_op():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "registered: True" in proc.stdout and "gradient: True" in proc.stdout
+
+
+def test_loading_the_op_before_tensorflow_is_imported_returns():
+    """``_op.load_op_library()`` called before any ``import tensorflow`` returns the library: importing TF
+    inside it runs the package's post-import hook, which loads the library too (once a re-entry on the
+    load-once lock that waited forever)."""
+    code = ("import sys; from tfxla_plugin import _op; assert 'tensorflow' not in sys.modules\n"
+            "lib = _op.load_op_library()\n"
+            "print('op:', hasattr(lib, 'tfxla_launch'))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "op: True" in proc.stdout

@@ -238,7 +238,12 @@ def cached_library(info: dict, source: Path = SOURCE, label: str = LABEL) -> tup
 
 
 def load_op_library() -> ModuleType:
-    """The loaded op library (``.tfxla_launch``); builds it first if needed. Thread-safe, once per process."""
+    """The loaded op library (``.tfxla_launch``); builds it first if needed. Thread-safe, once per process.
+
+    TensorFlow is imported before the load-once lock is taken: importing it runs the package's
+    post-import hook, which loads the library itself (a re-entry on the lock would wait forever)."""
+    import tensorflow  # noqa: F401
+
     return _LOADED()
 
 
