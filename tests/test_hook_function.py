@@ -102,7 +102,7 @@ SCENARIOS = """
         auto_err=err(y_auto, body(x) * 3.0), auto_ops=ops_auto)
     import tfxla_plugin.hook.callback as callback
     guarded = callback.optimize
-    callback.optimize = lambda graph, preserve: 1 / 0  # past its own guard: the plugin's last resort
+    callback.optimize = lambda graph, preserve, name: 1 / 0  # past its own guard: the plugin's last resort
     out["raising"] = err(tf.function(lambda x: body(x) - 7.0)(x), body(x) - 7.0)
     callback.optimize = guarded
     report(**out)

@@ -81,6 +81,7 @@ _LAZY = {
     "is_enabled": ("tfxla_plugin.hook", "is_enabled"),
     "stats": ("tfxla_plugin.hook", "stats"),
     "reset_stats": ("tfxla_plugin.hook", "reset_stats"),
+    "explain_hooked": ("tfxla_plugin.explain", "explain_hooked"),
 }
 
 
@@ -101,4 +102,4 @@ def __getattr__(name: str):
 
 
 __all__ = ["__version__", "function", "CompiledFunction", "UnsupportedGraphError", "Flags", "enable", "disable",
-           "enabled", "is_enabled", "stats", "reset_stats"]
+           "enabled", "is_enabled", "stats", "reset_stats", "explain_hooked"]

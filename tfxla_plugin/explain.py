@@ -10,7 +10,14 @@ after optimization, the kernel hash, the fusions made and EVERY fusion the pass 
 and at most ``MAX_REFUSED_FUSION_LINES`` refused fusions (the JSON lists them all).
 
 These two signatures are stable: ``f.explain(*args, format=...)``, ``tfxla show --clusters`` and the
-TensorBoard export call them.
+TensorBoard export call them. Both take anything with ``analysis`` and ``clusters`` (a ``CompiledGraph``,
+or the hook's ``HookedGraph``).
+
+``explain_hooked(fn, *args, format=...)`` is the same for what the Grappler hook did to a function the
+user never wrapped (a ``tf.function``, a ``ConcreteFunction``, a Keras model's steps: ``hook.lookup``):
+one section per function body the hook saw, with what it decided (rewritten, or why it left the graph
+to TF), then the explanation of its clustering and clusters. A ``tfxla_plugin.function`` is explained as
+``f.explain`` does.
 """
 
 from __future__ import annotations
@@ -76,13 +83,66 @@ def explain_text(compiled_graph, max_refused: int = MAX_REFUSED_FUSION_LINES) ->
     return "\n".join(lines)
 
 
-def explain(compiled_graph, format: str = "text") -> str:  # noqa: A002 (mirrors the CLI flag)
-    """``explain_text``, or ``explain_json`` as an indented JSON document, by ``format``."""
+def _hooked_header(graph) -> str:
+    clusters = f", {len(graph.clusters)} cluster(s)" if graph.clusters else ""
+    released = f", {len(graph.released)} call(s) taken from XLA" if graph.released and graph.clusters else ""
+    return f"== {graph.function or '<unnamed graph>'}: {graph.decision}{clusters}{released}, {graph.seconds:.2f} s"
+
+
+def _hooked_graphs(fn, args, kwargs) -> list:
+    from tfxla_plugin.hook.lookup import hooked_graphs
+
+    graphs = hooked_graphs(fn, *args, **kwargs)
+    if not graphs:
+        name = getattr(fn, "__name__", None) or getattr(fn, "name", None) or type(fn).__name__
+        raise LookupError(f"tfxla_plugin.explain_hooked: the hook has no record of {name!r}: it sees a function "
+                          f"when TF first runs it while the switch is on (tfxla_plugin.enable()); call it first")
+    return graphs
+
+
+def explain_hooked_json(fn, *args, **kwargs) -> dict:
+    """``{"graphs": [...]}``: per function body of ``fn`` the hook saw, its decision and ``explain_json``."""
+    out = []
+    for graph in _hooked_graphs(fn, args, kwargs):
+        entry = {"function": graph.function, "decision": graph.decision, "detail": graph.detail,
+                 "seconds": graph.seconds, "calls_taken_from_xla": list(graph.released)}
+        if graph.analysis is not None:
+            entry.update(explain_json(graph))
+        out.append(entry)
+    return {"graphs": out}
+
+
+def explain_hooked(fn, *args, format: str = "text", **kwargs) -> str:  # noqa: A002
+    """What the Grappler hook did to ``fn`` (see the module docstring), as text or a JSON document."""
+    from tfxla_plugin.api import CompiledFunction
+
+    _check_format(format)
+    if isinstance(fn, CompiledFunction):
+        return fn.explain(*args, format=format, **kwargs)
+    if format == "json":
+        return json.dumps(explain_hooked_json(fn, *args, **kwargs), indent=2)
+    lines = []
+    for graph in _hooked_graphs(fn, args, kwargs):
+        lines.append(_hooked_header(graph))
+        if graph.detail:
+            lines.append(graph.detail)
+        if graph.analysis is not None:
+            lines.append(explain_text(graph))
+    return "\n".join(lines)
+
+
+def _check_format(format: str) -> None:  # noqa: A002
     if format not in FORMATS:
         raise ValueError(f"explain: format must be one of {', '.join(map(repr, FORMATS))}, got {format!r}")
+
+
+def explain(compiled_graph, format: str = "text") -> str:  # noqa: A002 (mirrors the CLI flag)
+    """``explain_text``, or ``explain_json`` as an indented JSON document, by ``format``."""
+    _check_format(format)
     if format == "json":
         return json.dumps(explain_json(compiled_graph), indent=2)
     return explain_text(compiled_graph)
 
 
-__all__ = ["MAX_REFUSED_FUSION_LINES", "explain", "explain_json", "explain_text"]
+__all__ = ["MAX_REFUSED_FUSION_LINES", "explain", "explain_hooked", "explain_hooked_json", "explain_json",
+           "explain_text"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from tfxla_plugin.hook import native, state
+from tfxla_plugin.hook import eager_jit, native, state
 from tfxla_plugin.hook.state import HookStats
 
 JIT_MODES = ("auto", True)
@@ -33,6 +33,7 @@ def enable(jit_compile: bool | str = "auto") -> None:
     import tensorflow as tf
 
     native.load()
+    eager_jit.install()
     with state.LOCK:
         if not state.SWITCH.on:
             state.SWITCH.remapping_before = tf.config.optimizer.get_experimental_options().get("remapping")

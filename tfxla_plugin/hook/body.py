@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from graph_passes.pipeline import ClusteringResult, analyze, rewrite
-from graph_passes.rewrite import LAUNCH_OP, LaunchSpec, standard_attrs
+from graph_passes.rewrite import LAUNCH_OP, LaunchSpec, RewriteResult, standard_attrs
 from hlo.lowering.tensor_names import control
 from tfxla_plugin.cluster_compiler import CompiledCluster
 from tfxla_plugin import compiled_graph
@@ -46,15 +46,17 @@ class BodyResult:
     analysis: ClusteringResult | None = None
     clusters: list[CompiledCluster] = field(default_factory=list)
     released: list[str] = field(default_factory=list)  # calls taken from XLA (``release_from_xla``)
+    rewritten: RewriteResult | None = None  # the rewrite's record (its ``graph_def`` is ``graph_def``)
 
 
 Compile = Callable[[ClusteringResult, Flags], list[CompiledCluster]]
 
 
 def rewrite_body(graph_def, preserve: Sequence[str], flags: Flags, *, must_compile: bool = False,
-                 compile: Compile | None = None) -> BodyResult:
+                 jit_requested: bool = False, compile: Compile | None = None) -> BodyResult:
     """``graph_def`` with each cluster replaced by a ``TfxlaLaunch`` node, or why it is left alone.
-    ``must_compile`` (``enable(jit_compile=True)``) applies to the bodies of functions that asked for it.
+    ``must_compile`` (``enable(jit_compile=True)``) applies to the bodies of functions that asked for it:
+    ``jit_requested`` (a ``jit_compile=True`` function called eagerly, ``eager_jit``) or a caller's note.
     ``compile``: how the clusters are compiled (default ``compiled_graph.compile_clusters``, looked up at call time)."""
     ops = {n.name: n.op for n in graph_def.node}
     if LAUNCH_OP in ops.values():
@@ -63,7 +65,7 @@ def rewrite_body(graph_def, preserve: Sequence[str], flags: Flags, *, must_compi
     if not body:
         return BodyResult(None, "not a function body (no _Arg or _Retval node)")
     callee = callees.lookup(graph_def)  # what the graph calling this function knew about it
-    must_compile = must_compile and callee is not None and callee.jit
+    must_compile = must_compile and (jit_requested or (callee is not None and callee.jit))
     graph_def, released = release_from_xla(callees.with_handles(graph_def, callee))
     callees.note(graph_def, released)  # what this graph knows about the functions it calls
     fetches = [control(n) for n in dict.fromkeys([*preserve, *body]) if n in ops]
@@ -87,7 +89,8 @@ def rewrite_body(graph_def, preserve: Sequence[str], flags: Flags, *, must_compi
         c = by_name[spec.name]
         return LaunchSpec(standard_attrs(spec, kernel_hash=c.kernel_hash), kernel_path=c.kernel_path)
 
-    return BodyResult(rewrite(analysis, launch).graph_def, analysis=analysis, clusters=compiled, released=released)
+    rewritten = rewrite(analysis, launch)
+    return BodyResult(rewritten.graph_def, analysis=analysis, clusters=compiled, released=released, rewritten=rewritten)
 
 
 def release_from_xla(graph_def) -> tuple[object, list[str]]:

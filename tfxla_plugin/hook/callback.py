@@ -1,9 +1,12 @@
-"""What the graph-optimizer plugin calls: ``optimize(graph, preserve) -> bytes | None``.
+"""What the graph-optimizer plugin calls: ``optimize(graph, preserve, name) -> bytes | None``.
 
 The C++ plugin (``graph_optimizer.cc``) calls ``optimize`` under the GIL for every CPU graph Grappler
-optimizes, with the serialized GraphDef and the names of the nodes Grappler must preserve. ``None``
+optimizes, with the serialized GraphDef, the names of the nodes Grappler must preserve and Grappler's
+item id (for a function body: the function's name in TF's runtime, ``__inference_f_12``). ``None``
 means "run the graph as it is" (the plugin then returns the input unchanged), bytes are the
-rewritten graph. This function never raises:
+rewritten graph. What was decided is kept under the function's name (``state.HookedGraph``:
+``tfxla_plugin.explain_hooked``, TensorBoard); a ``jit_compile=True`` function called eagerly arrives
+under its twin's name (``eager_jit``) and is kept under its own. This function never raises:
 
 - switch off, or a graph seen while the hook is already at work on this thread (compiling may run
   TensorFlow, whose functions come back here): ``None``, silently, nothing counted;
@@ -29,24 +32,27 @@ from collections import OrderedDict
 from typing import Sequence
 
 from graph_passes.rewrite import LAUNCH_OP
-from tfxla_plugin.hook import state
+from tfxla_plugin.hook import eager_jit, state
+from tfxla_plugin.hook.state import HookedGraph
 
 log = logging.getLogger("tfxla_plugin")
 MEMO_SIZE = 4096  # graphs whose decision is remembered (LRU) ...
 MEMO_BYTES = 64 << 20  # ... and at most this many bytes of rewritten graphs with them
 
 _local = threading.local()
-_memo: OrderedDict[str, bytes | None] = OrderedDict()
+LEFT_IN_TF = {"dynamic shape": "dynamic shapes"}  # excluded-node reason prefix -> stats().left_in_tf key
+
+_memo: OrderedDict[str, tuple[bytes | None, HookedGraph | None]] = OrderedDict()
 _memo_bytes = 0
 _kernels: set[str] = set()  # sha256 of every kernel a rewritten graph runs
 
 
-def optimize(graph: bytes, preserve: Sequence[str]) -> bytes | None:
+def optimize(graph: bytes, preserve: Sequence[str], name: str = "") -> bytes | None:
     if not state.SWITCH.on or getattr(_local, "busy", False):
         return None
     _local.busy = True
     try:
-        return _optimize(graph, list(preserve))
+        return _optimize(graph, list(preserve), name)
     except BaseException as e:  # noqa: BLE001  (never into TF: it would run the original graph anyway)
         log.warning("tfxla hook: a graph is left to TensorFlow: the hook failed: %s: %s", type(e).__name__, e)
         return None
@@ -75,28 +81,32 @@ def _ours(graph_def) -> bool:
     return bool(hashes) and all(h in _kernels for h in hashes)
 
 
-def _remember(digest: str, result: bytes | None) -> None:
+def _remember(digest: str, result: bytes | None, hooked: HookedGraph | None = None) -> None:
     global _memo_bytes
     with state.LOCK:
-        _memo_bytes += len(result or b"") - len(_memo.get(digest) or b"")
-        _memo[digest] = result
+        _memo_bytes += len(result or b"") - len(_memo.get(digest, (None,))[0] or b"")
+        _memo[digest] = (result, hooked)
         _memo.move_to_end(digest)
         while len(_memo) > MEMO_SIZE or _memo_bytes > MEMO_BYTES:
-            _memo_bytes -= len(_memo.popitem(last=False)[1] or b"")
+            _memo_bytes -= len(_memo.popitem(last=False)[1][0] or b"")
 
 
-def _optimize(graph: bytes, preserve: list[str]) -> bytes | None:
+def _optimize(graph: bytes, preserve: list[str], name: str) -> bytes | None:
     import tensorflow as tf
 
     from tfxla_plugin.flags import Flags
     from tfxla_plugin.hook.body import rewrite_body
 
+    function, jit_requested = eager_jit.original_name(name)
     graph_def = tf.compat.v1.GraphDef.FromString(graph)
     digest = graph_digest(graph_def)
     with state.LOCK:
         if digest in _memo:
             _memo.move_to_end(digest)
-            return _memo[digest]
+            out, hooked = _memo[digest]
+            if hooked is not None:  # the same body under another name (a retrace) shares the record
+                state.keep(function, hooked)
+            return out
         if _ours(graph_def):
             return None  # what we returned, after TF's other optimizers had another go at it
         state.stats().graphs_seen += 1
@@ -104,14 +114,20 @@ def _optimize(graph: bytes, preserve: list[str]) -> bytes | None:
     _remember(digest, None)  # whatever happens below, this graph is decided (and warned about) once
     start = time.perf_counter()
     try:
-        result = rewrite_body(graph_def, preserve, Flags.from_env(), must_compile=must_compile)
+        result = rewrite_body(graph_def, preserve, Flags.from_env(), must_compile=must_compile,
+                              jit_requested=jit_requested)
     except Exception as e:
+        seconds = time.perf_counter() - start
+        failed = HookedGraph(function, f"failed: {type(e).__name__}", str(e), seconds=seconds)
         with state.LOCK:
-            state.stats().left_alone[f"failed: {type(e).__name__}"] += 1
-            state.stats().seconds_compiling += time.perf_counter() - start
+            state.stats().left_alone[failed.decision] += 1
+            state.stats().seconds_compiling += seconds
+            state.keep(function, failed)
+        _remember(digest, None, failed)
         log.warning("tfxla hook: %s is left to TensorFlow: %s: %s", describe(graph_def), type(e).__name__, e)
         return None
     seconds = time.perf_counter() - start
+    hooked = _hooked(function, result, seconds)
     with state.LOCK:
         s = state.stats()
         s.seconds_compiling += seconds
@@ -122,18 +138,37 @@ def _optimize(graph: bytes, preserve: list[str]) -> bytes | None:
             s.graphs_rewritten += 1
             s.clusters_compiled += len(result.clusters)
             s.kernel_cache_hits += sum(c.cache_hit for c in result.clusters)
+            s.left_in_tf.update(_left_in_tf(result.analysis))
+        state.keep(function, hooked)
     if result.graph_def is None:
+        _remember(digest, None, hooked)
         if result.detail and must_compile:
             log.error("tfxla hook (jit_compile=True): %s runs in TensorFlow, not compiled: %s", describe(graph_def),
                       result.detail)
         return None
     out = result.graph_def.SerializeToString()
-    _remember(digest, out)
+    _remember(digest, out, hooked)
     _remember(graph_digest(result.graph_def), None)  # our own output, handed back next iteration
     with state.LOCK:
         _kernels.update(c.kernel_hash for c in result.clusters)
     _log_rewrite(graph_def, result, seconds)
     return out
+
+
+def _hooked(function: str, result, seconds: float) -> HookedGraph:
+    """The record of ``rewrite_body``'s ``result`` for the function body called ``function``."""
+    if result.graph_def is None:
+        decision = result.reason
+    else:
+        decision = state.REWRITTEN if result.clusters else state.RELEASED
+    return HookedGraph(function, decision, result.detail, result.analysis, tuple(result.clusters), result.rewritten,
+                       tuple(result.released), seconds)
+
+
+def _left_in_tf(analysis) -> set[str]:
+    """The ``LEFT_IN_TF`` reasons of the nodes a rewritten graph left in TF (each counted once per graph)."""
+    return {label for reason in analysis.excluded.values() for prefix, label in LEFT_IN_TF.items()
+            if reason.startswith(prefix)}
 
 
 def _log_rewrite(graph_def, result, seconds: float) -> None:

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tensorflow/c/experimental/grappler/grappler.h"
+#include "tensorflow/core/grappler/grappler_item.h"
 
 namespace {
 
@@ -58,8 +59,17 @@ std::vector<std::string> NodesToPreserve(const TF_GrapplerItem* item) {
   return names;
 }
 
+// The item's id: for a function body, the name of the function TF instantiates (`__inference_f_12`),
+// which is how `tfxla_plugin.explain` finds what the hook did to a function. The C API has no accessor
+// for it; a TF_GrapplerItem is a grappler::GrapplerItem (TF's own TF_GetNodesToPreserveList casts it so),
+// and this library is built against the headers of the TF that loads it (tfxla_plugin._op).
+std::string ItemId(const TF_GrapplerItem* item) {
+  return reinterpret_cast<const tensorflow::grappler::GrapplerItem*>(item)->id;
+}
+
 // Calls the Python side; true (and `out` filled) when it returned bytes.
-bool CallPython(const TF_Buffer* graph, const std::vector<std::string>& preserve, TF_Buffer* out) {
+bool CallPython(const TF_Buffer* graph, const std::vector<std::string>& preserve, const std::string& id,
+                TF_Buffer* out) {
   bool ok = false;
   PyObject* module = PyImport_ImportModule(kModule);
   PyObject* names = module ? PyList_New(static_cast<Py_ssize_t>(preserve.size())) : nullptr;
@@ -67,8 +77,9 @@ bool CallPython(const TF_Buffer* graph, const std::vector<std::string>& preserve
     for (size_t i = 0; i < preserve.size(); ++i) {
       PyList_SET_ITEM(names, i, PyUnicode_FromStringAndSize(preserve[i].data(), preserve[i].size()));
     }
-    PyObject* result = PyObject_CallMethod(module, kFunction, "y#O", static_cast<const char*>(graph->data),
-                                           static_cast<Py_ssize_t>(graph->length), names);
+    PyObject* result = PyObject_CallMethod(module, kFunction, "y#Os#", static_cast<const char*>(graph->data),
+                                           static_cast<Py_ssize_t>(graph->length), names, id.data(),
+                                           static_cast<Py_ssize_t>(id.size()));
     if (result && PyBytes_Check(result)) {
       SetOutput(out, PyBytes_AS_STRING(result), static_cast<size_t>(PyBytes_GET_SIZE(result)));
       ok = true;
@@ -88,10 +99,11 @@ void Destroy(void*) {}
 
 void Optimize(void*, const TF_Buffer* graph, const TF_GrapplerItem* item, TF_Buffer* out, TF_Status* status) {
   std::vector<std::string> preserve = NodesToPreserve(item);
+  std::string id = ItemId(item);
   bool rewritten = false;
   if (Py_IsInitialized()) {
     PyGILState_STATE gil = PyGILState_Ensure();
-    rewritten = CallPython(graph, preserve, out);
+    rewritten = CallPython(graph, preserve, id, out);
     PyGILState_Release(gil);
   }
   if (!rewritten) SetOutput(out, graph->data, graph->length);

@@ -1,20 +1,27 @@
-"""The hook's switch and its counters: the only process-wide state of ``tfxla_plugin.hook``.
+"""The hook's switch, its counters and its record of each graph: the process-wide state of ``tfxla_plugin.hook``.
 
 ``Switch`` says whether the callback rewrites graphs and how (``must_compile``: ``enable(jit_compile=True)``),
 and remembers TF's remapper setting to restore on ``disable``. ``HookStats`` counts what the hook did
-while it was on; ``snapshot()`` copies it for ``tfxla_plugin.stats()``. Both are guarded by ``LOCK``:
-Grappler may call the hook from several TF threads at once (each holding the GIL only between
-compiler subprocess waits).
+while it was on; ``snapshot()`` copies it for ``tfxla_plugin.stats()``. ``HookedGraph`` is what the hook
+decided for one function body, kept under TF's name of the function (Grappler's item id,
+``__inference_f_12``) for ``tfxla_plugin.explain_hooked`` and the TensorBoard export: the last
+``MAX_GRAPHS`` names (LRU; a retraced function reusing a rewrite shares its record). All of it is guarded
+by ``LOCK``: Grappler may call the hook from several TF threads at once (each holding the GIL only
+between compiler subprocess waits).
 """
 
 from __future__ import annotations
 
 import copy
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 LOCK = threading.Lock()
+MAX_GRAPHS = 64  # function bodies whose record is kept (each holds its clusters' HLO and C source)
+REWRITTEN = "rewritten"  # HookedGraph.decision of a graph returned with TfxlaLaunch nodes
+RELEASED = "calls taken from XLA"  # ... of one returned only with its jit_compile=True calls released
 
 
 @dataclass
@@ -35,17 +42,51 @@ class HookStats:
     seconds_compiling: float = 0.0  # wall time spent clustering, compiling and rewriting graphs
     xla_calls_taken: int = 0  # calls of jit_compile=True functions sent to the hook instead of XLA
     left_alone: Counter = field(default_factory=Counter)  # why graphs were returned unchanged -> count
+    left_in_tf: Counter = field(default_factory=Counter)  # rewritten graphs that kept compute nodes in TF, by why
 
     def __str__(self) -> str:
         alone = ", ".join(f"{reason}: {n}" for reason, n in self.left_alone.most_common()) or "none"
+        kept = ", ".join(f"{reason}: {n}" for reason, n in self.left_in_tf.most_common())
         return (f"graphs seen {self.graphs_seen}, rewritten {self.graphs_rewritten}; clusters compiled "
                 f"{self.clusters_compiled} ({self.kernel_cache_hits} kernel cache hits), "
                 f"{self.seconds_compiling:.2f} s compiling; {self.xla_calls_taken} calls taken from XLA; "
-                f"left alone: {alone}")
+                f"left alone: {alone}" + (f"; rewritten, with nodes left in TF: {kept}" if kept else ""))
+
+
+@dataclass(frozen=True)
+class HookedGraph:
+    """What the hook decided for one function body. ``analysis``, ``clusters`` and ``rewritten`` are named as
+    a ``CompiledGraph``'s, so ``tfxla_plugin.explain`` and ``tfxla_plugin.tensorboard`` render either."""
+
+    function: str  # TF's name of the function (Grappler's item id); "" when TF gave none
+    decision: str  # REWRITTEN, RELEASED, or why it was left alone (a stats().left_alone reason)
+    detail: str = ""  # the failure's message, the nodes must-compile refused
+    analysis: Any = None  # graph_passes ClusteringResult (None: the passes did not run)
+    clusters: tuple = ()  # CompiledCluster per compiled cluster
+    rewritten: Any = None  # graph_passes RewriteResult: what TF runs instead (None: TF's graph as it was)
+    released: tuple = ()  # call nodes whose _XlaMustCompile the hook turned off
+    seconds: float = 0.0
 
 
 SWITCH = Switch()
 STATS = HookStats()
+_GRAPHS: OrderedDict[str, HookedGraph] = OrderedDict()
+
+
+def keep(name: str, graph: HookedGraph) -> None:
+    """Record ``graph`` under the function name ``name`` (LRU, ``MAX_GRAPHS``); callers hold ``LOCK``."""
+    if not name:
+        return
+    _GRAPHS[name] = graph
+    _GRAPHS.move_to_end(name)
+    while len(_GRAPHS) > MAX_GRAPHS:
+        _GRAPHS.popitem(last=False)
+
+
+def hooked(name: str) -> HookedGraph | None:
+    """The record of the function body TF calls ``name``, if the hook saw it (and still remembers it)."""
+    with LOCK:
+        return _GRAPHS.get(name)
 
 
 def snapshot() -> HookStats:
@@ -65,4 +106,5 @@ def stats() -> HookStats:
     return STATS
 
 
-__all__ = ["LOCK", "SWITCH", "HookStats", "Switch", "reset", "snapshot", "stats"]
+__all__ = ["LOCK", "MAX_GRAPHS", "RELEASED", "REWRITTEN", "SWITCH", "HookStats", "HookedGraph", "Switch", "hooked",
+           "keep", "reset", "snapshot", "stats"]

@@ -18,6 +18,12 @@ run                         contents
                             ``buffer_assignment``, ``fusion_decisions`` (fenced code blocks)
 ==========================  ==================================================================================
 
+For a function the Grappler hook compiled (``tfxla_plugin.enable()``: a ``tf.function``, a
+``ConcreteFunction``, a Keras model's steps), ``write`` (or ``write_hooked``) writes the same runs for each
+function body the hook saw, from what it recorded (``hook.lookup``); several bodies (a Keras step and the
+``jit_compile=True`` step it calls) go under ``<name>/<function>``. A body the hook left to TF has only
+its ``original`` run (why its nodes stay in TF), a failed one none.
+
 Every summary is at step 0. A run directory that already holds event files is an error unless
 ``overwrite=True`` (which deletes its old event files first), so the dashboard never mixes two
 compilations. No graph attribute is 1 KiB or more (``graphs.ATTR_LIMIT``).
@@ -121,7 +127,8 @@ def write_compiled_graph(compiled_graph, logdir: str | os.PathLike, name: str = 
     runs.write((ORIGINAL_RUN,), original_graph(compiled_graph.analysis),
                {"clustering": clustering_table(explain_json(compiled_graph)),
                 "explanation": code_block(explain_text(compiled_graph))})
-    runs.write((REWRITTEN_RUN,), rewritten_graph(compiled_graph.rewritten.graph_def, launch_info(compiled_graph)))
+    if compiled_graph.rewritten is not None:  # (None: a graph the hook left to TF)
+        runs.write((REWRITTEN_RUN,), rewritten_graph(compiled_graph.rewritten.graph_def, launch_info(compiled_graph)))
     for c in compiled_graph.clusters:
         texts = {"hlo_before_optimizations": code_block(c.hlo.to_text()),
                  "hlo_after_optimizations": code_block(c.optimized.to_text()),
@@ -149,10 +156,16 @@ def write(f, *args, logdir: str | os.PathLike, name: str | None = None, overwrit
     """Compile ``f`` (a ``tfxla_plugin.function``) for ``args``/``kwargs`` if not yet compiled, and write its
     runs under ``logdir/<name>`` (default: the function's name). Returns the runs written."""
     from tfxla_plugin.api import CompiledFunction
+    from tfxla_plugin.hook.lookup import concrete_functions
 
     if not isinstance(f, CompiledFunction):
-        raise TypeError(f"tfxla_plugin.tensorboard.write: expected a tfxla_plugin.function, got "
-                        f"{type(f).__name__}; wrap it with tfxla_plugin.function(fn, jit_compile=...)")
+        try:
+            concrete_functions(f, *args, **kwargs)
+        except TypeError:
+            raise TypeError(f"tfxla_plugin.tensorboard.write: expected a tfxla_plugin.function, got "
+                            f"{type(f).__name__}; wrap it with tfxla_plugin.function(fn, jit_compile=...), or pass "
+                            f"a tf.function or Keras model the hook compiled") from None
+        return write_hooked(f, *args, logdir=logdir, name=name, overwrite=overwrite, **kwargs)
     if f.jit_compile is False:
         raise ValueError("tfxla_plugin.tensorboard.write: this function has jit_compile=False, so nothing is "
                          "compiled; use jit_compile=True or \"auto\"")
@@ -161,5 +174,27 @@ def write(f, *args, logdir: str | os.PathLike, name: str | None = None, overwrit
     return write_compiled_graph(compiled, logdir, name or getattr(f, "__name__", "function"), overwrite=overwrite)
 
 
+def write_hooked(f, *args, logdir: str | os.PathLike, name: str | None = None, overwrite: bool = False,
+                 **kwargs) -> Written:
+    """Write the runs of each function body of ``f`` the hook saw (``explain_hooked`` finds the same ones)
+    under ``logdir/<name>``, or ``logdir/<name>/<function>`` when there are several."""
+    from tfxla_plugin.explain import _hooked_graphs
+
+    _check_logdir(logdir)
+    graphs = [g for g in _hooked_graphs(f, args, kwargs) if g.analysis is not None]
+    if not graphs:
+        raise LookupError("tfxla_plugin.tensorboard.write_hooked: the hook recorded no clustering for this function "
+                          "(it failed on it or could not read it; see tfxla_plugin.explain_hooked)")
+    name = name or getattr(f, "__name__", None) or "function"
+    runs: dict[str, str] = {}
+    for g in graphs:
+        if len(graphs) == 1:
+            runs.update(write_compiled_graph(g, logdir, name, overwrite=overwrite).runs)
+            continue
+        written = write_compiled_graph(g, Path(logdir) / run_name(name), g.function, overwrite=overwrite)
+        runs.update({f"{run_name(name)}/{run}": path for run, path in written.runs.items()})
+    return Written(str(logdir), runs)
+
+
 __all__ = ["ATTR_LIMIT", "CLUSTER_TEXT_TAGS", "HLO_RUN", "ORIGINAL_RUN", "REWRITTEN_RUN", "Written", "launch_info",
-           "run_name", "unfence", "write", "write_compiled_graph", "write_graph_def"]
+           "run_name", "unfence", "write", "write_compiled_graph", "write_graph_def", "write_hooked"]

@@ -1,0 +1,99 @@
+"""A ``tf.function(jit_compile=True)`` called eagerly, compiled by the hook instead of TF's XLA.
+
+TF's eager runtime sends the call of a function whose FunctionDef carries ``_XlaMustCompile=True``
+straight to XLA (``XlaLaunch``), without Grappler, so the hook would never see it. An op attr
+``_XlaMustCompile=False`` would override the FunctionDef's, but the eager function op accepts only
+``executor_type`` and ``config_proto`` (anything else: "Attribute '_XlaMustCompile' does not exist for
+this operation"). So with the switch on such a call runs a twin: the same FunctionDef without the attr,
+registered under ``<name>__tfxla`` (``TWIN_SUFFIX``) the first time the function is called eagerly, and
+freed with it (a weak mapping from TF's ``AtomicFunction`` to its twin). TF instantiates the twin as any
+function, Grappler hands its body to the hook, and the hook knows by the suffix (``original_name``) that
+the function asked for ``jit_compile=True``: must-compile under ``enable(jit_compile=True)``, counted in
+``stats().xla_calls_taken``, recorded under the function's own name.
+
+``install()`` wraps ``AtomicFunction.call_flat`` once per process: while the switch is off it runs TF's
+path unchanged (TF's XLA compiles the function as before); while it is on, one weak-dictionary lookup
+per eager function call. Graph-mode calls (a ``jit_compile=True`` function called from another) are
+left to ``body.release_from_xla``.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+
+from tfxla_plugin.hook import state
+
+TWIN_SUFFIX = "__tfxla"
+XLA_MUST_COMPILE = "_XlaMustCompile"
+
+_twins: "weakref.WeakKeyDictionary[object, object | None]" = weakref.WeakKeyDictionary()
+_installed = False
+
+
+def original_name(name: str) -> tuple[str, bool]:
+    """(the function's own name, whether ``name`` is a twin's: a ``jit_compile=True`` function called eagerly)."""
+    if name.endswith(TWIN_SUFFIX):
+        return name[:-len(TWIN_SUFFIX)], True
+    return name, False
+
+
+def twin_name(name: str | bytes) -> str:
+    return (name.decode() if isinstance(name, bytes) else name) + TWIN_SUFFIX
+
+
+def _make_twin(function):
+    """The twin of a TF ``AtomicFunction`` whose definition asks for XLA, or None for any other."""
+    from tensorflow.python.eager.polymorphic_function import atomic_function
+
+    definition = function.cached_definition
+    if XLA_MUST_COMPILE not in definition.attr or not definition.attr[XLA_MUST_COMPILE].b:
+        return None
+    fdef = type(definition)()
+    fdef.CopyFrom(definition)
+    fdef.signature.name = twin_name(function.name)
+    del fdef.attr[XLA_MUST_COMPILE]
+    context = function._bound_context  # noqa: SLF001  (the context the function is registered in)
+    if context.has_function(fdef.signature.name):  # a twin whose original is gone, not yet freed
+        context.remove_function(fdef.signature.name)
+    twin = atomic_function.from_function_def(fdef, function.function_type)
+    with state.LOCK:
+        state.stats().xla_calls_taken += 1
+    return twin
+
+
+def _twin(function):
+    with state.LOCK:
+        try:
+            return _twins[function]
+        except KeyError:
+            pass
+    twin = _make_twin(function)
+    with state.LOCK:
+        return _twins.setdefault(function, twin)
+
+
+def install() -> None:
+    """Wrap ``AtomicFunction.call_flat`` (once per process) so eager calls of ``jit_compile=True`` functions
+    run their twins while the switch is on."""
+    global _installed
+    from tensorflow.python.eager.polymorphic_function import atomic_function
+
+    with state.LOCK:
+        if _installed:
+            return
+        _installed = True
+    call_flat = atomic_function.AtomicFunction.call_flat
+
+    @functools.wraps(call_flat)
+    def call_flat_through_hook(self, *args):
+        if state.SWITCH.on and self._bound_context.executing_eagerly():  # noqa: SLF001
+            twin = _twin(self)
+            if twin is not None:
+                return call_flat(twin, *args)
+        return call_flat(self, *args)
+
+    atomic_function.AtomicFunction.call_flat = call_flat_through_hook
+
+
+__all__ = ["TWIN_SUFFIX", "install", "original_name", "twin_name"]
