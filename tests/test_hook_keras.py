@@ -18,18 +18,21 @@ LOSS_RTOL, ATOL = 1e-5, 1e-5
 
 SCRIPT = """
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(96, 8)).astype(np.float32)
-    Y = (X @ rng.normal(size=(8, 2)) + 0.1 * rng.normal(size=(96, 2))).astype(np.float32)
+    X = rng.normal(size=(100, 8)).astype(np.float32)
+    Y = (X @ rng.normal(size=(8, 2)) + 0.1 * rng.normal(size=(100, 2))).astype(np.float32)
+    models = {}
 
-    def run(jit_compile):
+    def run(jit_compile, samples=96):
+        x, y = X[:samples], Y[:samples]
         tf.keras.utils.set_random_seed(0)
         model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="relu"),
                                      tf.keras.layers.Dense(2)])
         model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss="mse", metrics=["mae"], jit_compile=jit_compile)
-        history = model.fit(X, Y, epochs=3, batch_size=32, shuffle=False, verbose=0)
+        history = model.fit(x, y, epochs=3, batch_size=32, shuffle=False, verbose=0)
+        models[jit_compile, samples, tfxla_plugin.is_enabled()] = model
         return dict(loss=history.history["loss"], weights=[w.numpy().tolist() for w in model.weights],
-                    evaluate=model.evaluate(X, Y, verbose=0),
-                    predict=model.predict(X, batch_size=32, verbose=0).tolist())
+                    evaluate=model.evaluate(x, y, verbose=0),
+                    predict=model.predict(x, batch_size=32, verbose=0).tolist())
 
     out = {}
     # jit_compile=True first: TF's XLA must not run at all in this process (its "Compiled cluster using
@@ -43,6 +46,21 @@ SCRIPT = """
     for mode in (False, "auto"):
         out[str(mode)]["off"] = run(mode)
     out["True"]["off"] = out["False"]["off"]
+    # What the hook did to the jit_compile=True model's steps: explain and TensorBoard.
+    import os
+    import tfxla_plugin.explain
+    import tfxla_plugin.tensorboard as tb
+    model = models[True, 96, True]
+    out["explained"] = [(g["function"], g["decision"], len(g.get("clusters", [])), g["calls_taken_from_xla"])
+                        for g in tfxla_plugin.explain.explain_hooked_json(model)["graphs"]]
+    out["tb_runs"] = sorted(tb.write(model, logdir=os.environ["HOOK_LOGDIR"], name="mlp").runs)
+    # A partial last batch (100 samples in batches of 32): Keras traces its steps with a None batch dim.
+    tfxla_plugin.reset_stats()
+    with tfxla_plugin.enabled():
+        partial = run("auto", samples=100)
+    out["partial"] = dict(on=partial, off=run("auto", samples=100), stats=dict(
+        vars(tfxla_plugin.stats()), left_alone=dict(tfxla_plugin.stats().left_alone),
+        left_in_tf=dict(tfxla_plugin.stats().left_in_tf)))
     out["compiled_lines"] = logged("INFO", "compiled cluster")
     out["rewrote_lines"] = logged("INFO", "tfxla hook: rewrote")
     report(**out)
@@ -50,8 +68,8 @@ SCRIPT = """
 
 
 @pytest.fixture(scope="module")
-def runs() -> dict:
-    return run_child(SCRIPT, env={"TF_CPP_MIN_LOG_LEVEL": "0"})
+def runs(tmp_path_factory) -> dict:
+    return run_child(SCRIPT, env={"TF_CPP_MIN_LOG_LEVEL": "0", "HOOK_LOGDIR": str(tmp_path_factory.mktemp("tb"))})
 
 
 @pytest.mark.parametrize("mode", ["True", "False", "auto"])
@@ -74,6 +92,37 @@ def test_jit_compile_true_trains_through_our_kernels_not_xla(runs) -> None:
     assert "using XLA" not in runs["stderr"]
     stats = runs["True"]["stats"]
     assert stats["graphs_rewritten"] >= 3 and stats["xla_calls_taken"] >= 3, stats  # train, evaluate, predict
+
+
+def test_explain_and_tensorboard_show_what_the_hook_did_to_the_keras_steps(runs) -> None:
+    # jit_compile=True: Keras's outer step calls the jit_compile=True one_step_on_data; the hook releases that
+    # call from XLA in the outer graph and compiles the inner body on its own. Both are listed, per step.
+    explained = runs["explained"]
+    names = [name for name, *_ in explained]
+    assert any(name.startswith("__inference_one_step_on_data_") for name in names), explained
+    assert any(name.startswith("__inference_multi_step_on_iterator_") for name in names), explained
+    assert sum(decision == "rewritten" and clusters >= 1 for _, decision, clusters, _ in explained) >= 3, explained
+    assert sum(len(taken) for *_, taken in explained) >= 3, explained  # train, evaluate, predict
+    tb_runs = runs["tb_runs"]
+    for name, decision, _, _ in explained:
+        run = f"mlp/{name.strip('_')}"
+        assert f"{run}/original" in tb_runs, (run, tb_runs)
+        assert (f"{run}/rewritten" in tb_runs) == (decision == "rewritten"), (run, tb_runs)
+
+
+def test_a_partial_last_batch_trains_as_tf_and_stats_say_what_stayed_in_tf(runs) -> None:
+    # 100 samples in batches of 32: the steps are traced with a None batch dim, so only their static parts
+    # compile (the optimizer's update); the rest runs in TF (docs/hook.md "Shapes"), with the same numbers.
+    import numpy as np
+
+    on, off, stats = runs["partial"]["on"], runs["partial"]["off"], runs["partial"]["stats"]
+    np.testing.assert_allclose(on["loss"], off["loss"], rtol=LOSS_RTOL)
+    for got, want in zip(on["weights"], off["weights"], strict=True):
+        np.testing.assert_allclose(got, want, atol=ATOL)
+    np.testing.assert_allclose(on["evaluate"], off["evaluate"], rtol=LOSS_RTOL)
+    np.testing.assert_allclose(on["predict"], off["predict"], atol=ATOL)
+    assert stats["graphs_rewritten"] >= 1 and stats["left_in_tf"].get("dynamic shapes", 0) >= 1, stats
+    assert stats["left_alone"].get("no cluster (dynamic shapes)", 0) >= 1, stats
 
 
 def test_the_logger_reports_the_compiled_clusters(runs) -> None:
