@@ -23,6 +23,7 @@ SKIPPED: dict[tuple[str, int], str] = {  # (file, block index): why it does not 
     ("README.md", 1): "loads the process-wide graph-optimizer plugin (tests/test_hook_*.py run it in child processes)",
     ("README.md", 3): "reads an HLO dump (TFXLA_FLAGS=--dump_to) the reader made first",
     ("docs/hook.md", 0): "loads the process-wide graph-optimizer plugin (tests/test_hook_*.py run it in child processes)",
+    ("docs/tensorboard.md", 1): "loads the process-wide graph-optimizer plugin (tests/test_hook_keras.py runs it)",
     ("docs/cuda.md", 0): "needs nvcc and an NVIDIA GPU",
     ("docs/cuda.md", 1): "needs nvcc and an NVIDIA GPU",
     ("docs/saved_models.md", 0): "builds Keras models, mobilenet_v2 among them (minutes)",
