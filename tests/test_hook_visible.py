@@ -8,7 +8,9 @@ items 2 and 5), in one child process (the plugin is process-wide: tests/hook_chi
   JSON, the string op left out with its reason), and raises ``LookupError`` for one the hook never saw;
 - ``tfxla_plugin.tensorboard.write`` on that ``tf.function`` writes the runs it writes for a
   ``tfxla_plugin.function`` (read back with TensorBoard's reader);
-- ``stats().kernel_cache_hits``: a second graph whose cluster is the same kernel finds it in the cache.
+- ``stats().kernel_cache_hits``: a second graph whose cluster is the same kernel finds it in the cache;
+- ``tfxla tensorboard --jit`` writes a plain SavedModel's signature as the hook compiles it (static shapes
+  compiled; a ``None`` batch signature only its ``original`` run, its nodes left in TF).
 
 Tolerance: float32 matmul + softmax against TF eager (or TF's XLA), ``TOL``.
 """
@@ -64,6 +66,25 @@ SCRIPT = """
         runs=tb.write(f, x, logdir=os.environ["HOOK_LOGDIR"], name="plain").runs)
 
     tfxla_plugin.disable()
+    class Module(tf.Module):
+        def __init__(self):
+            self.w = tf.Variable(np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4))
+
+        @tf.function(input_signature=[tf.TensorSpec([2, 8])])
+        def fixed(self, x):
+            return tf.nn.softmax(tf.nn.relu(tf.matmul(x, self.w)) + 1.0)
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 8])])
+        def dynamic(self, x):
+            return tf.nn.softmax(tf.nn.relu(tf.matmul(x, self.w)) + 1.0)
+
+    module, saved = Module(), os.path.join(os.environ["HOOK_LOGDIR"], "model")
+    tf.saved_model.save(module, saved, signatures={"fixed": module.fixed.get_concrete_function(),
+                                                   "dynamic": module.dynamic.get_concrete_function()})
+    from tfxla_plugin.cli import main
+    out["cli"] = {sig: main(["tensorboard", "--dir", saved, "--logdir", os.environ["HOOK_LOGDIR"], "--jit",
+                             "--signature_def", sig]) for sig in ("fixed", "dynamic")}
+    out["cli"]["on_after"] = tfxla_plugin.is_enabled()
     seen = tfxla_plugin.stats().graphs_seen
     y, ops = ran_ops(jit, x)
     out["xla_after"] = dict(err=err(y, body(x)), ops=ops, new_graphs=tfxla_plugin.stats().graphs_seen - seen)
@@ -81,7 +102,7 @@ SCRIPT = """
 def child(tmp_path_factory) -> dict:
     logdir = tmp_path_factory.mktemp("tb")
     got = run_child(SCRIPT, env={"TF_CPP_MIN_LOG_LEVEL": "0", "HOOK_LOGDIR": str(logdir)})
-    return got
+    return {**got, "logdir": str(logdir)}
 
 
 def test_an_eager_jit_compile_true_call_runs_tfxla_launch_with_the_switch_on_and_xla_with_it_off(child) -> None:
@@ -122,6 +143,23 @@ def test_stats_count_a_kernel_cache_hit_for_a_second_graph_with_the_same_cluster
     assert after["clusters_compiled"] - before["clusters_compiled"] == 2
     assert after["kernel_cache_hits"] - before["kernel_cache_hits"] >= 1  # g's cluster is f's kernel
     assert after["seconds_compiling"] > before["seconds_compiling"]
+
+
+def test_tfxla_tensorboard_jit_writes_a_saved_model_as_the_hook_compiles_it(child) -> None:
+    pytest.importorskip("tensorboard")
+    from pathlib import Path
+
+    from tests.test_tensorboard import read_run
+
+    assert child["cli"] == {"fixed": 0, "dynamic": 0, "on_after": False}
+    logdir = Path(child["logdir"])
+    assert {p.name for p in (logdir / "fixed").iterdir()} == {"original", "rewritten", "hlo"}
+    rewritten, _ = read_run(str(logdir / "fixed" / "rewritten"))
+    assert "TfxlaLaunch" in {n.op for n in rewritten.node}
+    assert {p.name for p in (logdir / "dynamic").iterdir()} == {"original"}  # None batch: nothing compiled
+    original, _ = read_run(str(logdir / "dynamic" / "original"))
+    reasons = [n.attr["tfxla_left_out"].s.decode() for n in original.node if n.op == "MatMul"]
+    assert reasons and reasons[0].startswith("dynamic shape"), reasons
 
 
 def test_tensorboard_write_shows_a_hooked_function_as_it_shows_a_wrapped_one(child) -> None:

@@ -1,7 +1,8 @@
 """``tfxla tensorboard --dir SAVEDMODEL --logdir L``: write a SavedModel's TensorBoard runs.
 
 Runs and tags are those of ``tfxla_plugin.tensorboard`` (see ``docs/tensorboard.md``); a plain SavedModel is
-compiled with auto-clustering at a concrete batch size, a wrapped one is shown as loaded.
+compiled with auto-clustering at a concrete batch size (``--jit``: as the Grappler hook compiles it, which is
+what ``tfxla serve --jit`` runs), a wrapped one is shown as loaded.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         written = write_saved_model(args.dir, args.logdir, signature_def=args.signature_def, tag_set=args.tag_set,
-                                    batch=args.batch, name=args.name, overwrite=args.overwrite)
-    except (SavedModelError, FileExistsError, NotADirectoryError) as e:
+                                    batch=args.batch, name=args.name, overwrite=args.overwrite, jit=args.jit)
+    except (SavedModelError, FileExistsError, NotADirectoryError, LookupError) as e:
         print(f"tfxla tensorboard: {e}", file=sys.stderr)
         return 1
     for run_name, path in written.runs.items():
@@ -41,4 +42,6 @@ def register(sub) -> None:
     p.add_argument("--batch", type=int, default=1, help="size for unknown (None) dimensions when compiling")
     p.add_argument("--name", default=None, help="run name prefix (default: the signature name)")
     p.add_argument("--overwrite", action="store_true", help="replace event files of earlier runs of that name")
+    p.add_argument("--jit", action="store_true",
+                   help="a plain SavedModel as the Grappler hook compiles it (what tfxla serve --jit runs)")
     p.set_defaults(func=run)

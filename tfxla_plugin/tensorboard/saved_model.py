@@ -7,6 +7,10 @@
 - A wrapped SavedModel (``assets/tfxla_manifest.json`` present): the signature's graph as loaded, its
   function calls inlined so the ``TfxlaLaunch`` nodes show, as ``<name>/rewritten``, with the manifest's
   clustering summary as text.
+- ``jit=True`` (``--jit``, a plain SavedModel): what ``tfxla serve --jit`` runs: the model loaded and its
+  signature called once (zeros, ``batch``) with the Grappler hook on, and the hook's record of it written
+  (``tensorboard.write_hooked``). The signature's own shapes are compiled (its ``None`` dims stay
+  dynamic, and those parts stay in TF), not ``batch``.
 
 ``name`` defaults to the signature name.
 """
@@ -91,7 +95,7 @@ def _inlined_graph(signature):
 
 def write_saved_model(directory: str | os.PathLike, logdir: str | os.PathLike, *,
                       signature_def: str = "serving_default", tag_set: str = "serve", batch: int = 1,
-                      name: str | None = None, overwrite: bool = False):
+                      name: str | None = None, overwrite: bool = False, jit: bool = False):
     """Write the TensorBoard runs of one signature of a SavedModel; returns ``tensorboard.Written``."""
     import tfxla_plugin
     from tfxla_plugin import tensorboard
@@ -104,6 +108,10 @@ def write_saved_model(directory: str | os.PathLike, logdir: str | os.PathLike, *
         manifest = read_manifest(directory)
     except json.JSONDecodeError as e:
         raise SavedModelError(f"{Path(directory) / MANIFEST} is not valid JSON: {e}") from e
+    if manifest is not None and jit:
+        raise SavedModelError(f"{directory} is a wrapped SavedModel (it runs its own kernels); --jit is for a plain one")
+    if jit:
+        return _write_hooked(directory, logdir, signature_def, tag_set, batch, name, overwrite)
     if manifest is not None:
         entry = manifest.get("signatures", {}).get(signature_def, {})
         clustering = entry.get("clustering")
@@ -115,6 +123,18 @@ def write_saved_model(directory: str | os.PathLike, logdir: str | os.PathLike, *
     compiled = f.compiled_graph(**inputs)
     del loaded  # kept alive until compiled: the signature's variables belong to it
     return tensorboard.write_compiled_graph(compiled, logdir, name, overwrite=overwrite)
+
+
+def _write_hooked(directory, logdir, signature_def: str, tag_set: str, batch: int, name: str, overwrite: bool):
+    import tfxla_plugin
+    from tfxla_plugin import tensorboard
+
+    with tfxla_plugin.enabled():  # before the load: TF keeps the graph a function was first instantiated with
+        loaded, signature = load_signature(directory, signature_def, tag_set)
+        signature(**concrete_inputs(signature, batch))
+    written = tensorboard.write_hooked(signature, logdir=logdir, name=name, overwrite=overwrite)
+    del loaded
+    return written
 
 
 __all__ = ["MANIFEST", "SavedModelError", "concrete_inputs", "load_signature", "manifest_launch_info",
