@@ -89,21 +89,12 @@ def _hooked_header(graph) -> str:
     return f"== {graph.function or '<unnamed graph>'}: {graph.decision}{clusters}{released}, {graph.seconds:.2f} s"
 
 
-def _hooked_graphs(fn, args, kwargs) -> list:
-    from tfxla_plugin.hook.lookup import hooked_graphs
-
-    graphs = hooked_graphs(fn, *args, **kwargs)
-    if not graphs:
-        name = getattr(fn, "__name__", None) or getattr(fn, "name", None) or type(fn).__name__
-        raise LookupError(f"tfxla_plugin.explain_hooked: the hook has no record of {name!r}: it sees a function "
-                          f"when TF first runs it while the switch is on (tfxla_plugin.enable()); call it first")
-    return graphs
-
-
 def explain_hooked_json(fn, *args, **kwargs) -> dict:
     """``{"graphs": [...]}``: per function body of ``fn`` the hook saw, its decision and ``explain_json``."""
+    from tfxla_plugin.hook import lookup
+
     out = []
-    for graph in _hooked_graphs(fn, args, kwargs):
+    for graph in lookup.require(fn, *args, **kwargs):
         entry = {"function": graph.function, "decision": graph.decision, "detail": graph.detail,
                  "seconds": graph.seconds, "calls_taken_from_xla": list(graph.released)}
         if graph.analysis is not None:
@@ -115,6 +106,7 @@ def explain_hooked_json(fn, *args, **kwargs) -> dict:
 def explain_hooked(fn, *args, format: str = "text", **kwargs) -> str:  # noqa: A002
     """What the Grappler hook did to ``fn`` (see the module docstring), as text or a JSON document."""
     from tfxla_plugin.api import CompiledFunction
+    from tfxla_plugin.hook import lookup
 
     _check_format(format)
     if isinstance(fn, CompiledFunction):
@@ -122,7 +114,7 @@ def explain_hooked(fn, *args, format: str = "text", **kwargs) -> str:  # noqa: A
     if format == "json":
         return json.dumps(explain_hooked_json(fn, *args, **kwargs), indent=2)
     lines = []
-    for graph in _hooked_graphs(fn, args, kwargs):
+    for graph in lookup.require(fn, *args, **kwargs):
         lines.append(_hooked_header(graph))
         if graph.detail:
             lines.append(graph.detail)

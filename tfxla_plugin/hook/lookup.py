@@ -92,4 +92,14 @@ def hooked_graphs(obj, *args, **kwargs) -> list[HookedGraph]:
     return list(seen.values())
 
 
-__all__ = ["KERAS_STEPS", "concrete_functions", "function_names", "hooked_graphs"]
+def require(obj, *args, **kwargs) -> list[HookedGraph]:
+    """``hooked_graphs``, or a LookupError saying why there is none."""
+    graphs = hooked_graphs(obj, *args, **kwargs)
+    if not graphs:
+        name = getattr(obj, "__name__", None) or getattr(obj, "name", None) or type(obj).__name__
+        raise LookupError(f"tfxla_plugin: the hook has no record of {name!r}: it sees a function when TF first "
+                          f"runs it while the switch is on (tfxla_plugin.enable()); call it first")
+    return graphs
+
+
+__all__ = ["KERAS_STEPS", "concrete_functions", "function_names", "hooked_graphs", "require"]

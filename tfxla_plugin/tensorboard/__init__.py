@@ -178,10 +178,10 @@ def write_hooked(f, *args, logdir: str | os.PathLike, name: str | None = None, o
                  **kwargs) -> Written:
     """Write the runs of each function body of ``f`` the hook saw (``explain_hooked`` finds the same ones)
     under ``logdir/<name>``, or ``logdir/<name>/<function>`` when there are several."""
-    from tfxla_plugin.explain import _hooked_graphs
+    from tfxla_plugin.hook import lookup
 
     _check_logdir(logdir)
-    graphs = [g for g in _hooked_graphs(f, args, kwargs) if g.analysis is not None]
+    graphs = [g for g in lookup.require(f, *args, **kwargs) if g.analysis is not None]
     if not graphs:
         raise LookupError("tfxla_plugin.tensorboard.write_hooked: the hook recorded no clustering for this function "
                           "(it failed on it or could not read it; see tfxla_plugin.explain_hooked)")
