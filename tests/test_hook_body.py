@@ -1,7 +1,8 @@
 """The hook's Python side in-process, without loading the plugin: ``hook.body.rewrite_body`` on
 function bodies in the form Grappler hands over (``_Arg``/``_Retval`` nodes, resource ``_Arg``s with or
-without handle attrs, called functions as signatures only), ``release_from_xla``, ``callees`` and the
-order-independent ``graph_digest``. Numbers against TF are in tests/test_hook_function.py (a child
+without handle attrs, called functions as signatures only), ``release_from_xla``, ``callees``, the
+order-independent ``graph_digest``, and the records ``explain_hooked`` finds by function name
+(``state.keep``, ``hook.lookup``). Numbers against TF are in tests/test_hook_function.py (a child
 process, where the plugin runs these graphs)."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ tf = pytest.importorskip("tensorflow")
 
 import tfxla_plugin  # noqa: E402,F401  (registers the TfxlaLaunch op)
 from tfxla_plugin.flags import Flags  # noqa: E402
-from tfxla_plugin.hook import body, callback, callees  # noqa: E402
+from tfxla_plugin.explain import explain_hooked, explain_hooked_json  # noqa: E402
+from tfxla_plugin.hook import body, callback, callees, eager_jit, state  # noqa: E402
 
 FLAGS = Flags(min_cluster_size=2)
 
@@ -167,3 +169,38 @@ def test_the_decision_memo_is_bounded_by_entries_and_by_bytes(monkeypatch) -> No
     callback._remember("rewritten a", b"x" * 6)
     callback._remember("rewritten b", b"y" * 6)  # 12 bytes: the oldest entries go until 6 remain
     assert list(callback._memo) == ["rewritten b"] and callback._memo_bytes == 6
+
+
+def test_explain_hooked_finds_the_record_kept_under_the_function_name(monkeypatch) -> None:
+    monkeypatch.setattr(state, "_GRAPHS", type(state._GRAPHS)())
+    spec = tf.TensorSpec([2, 4])
+    fn = tf.function(lambda x: (dense(x), tf.strings.as_string(x)))
+    cf = fn.get_concrete_function(spec)
+    with pytest.raises(LookupError, match="the hook has no record of .*call it first"):
+        explain_hooked(fn, spec)
+    gd, preserve = function_body(fn.python_function, spec)
+    result = body.rewrite_body(gd, preserve, FLAGS)
+    state.keep(cf.name.decode(), callback._hooked(cf.name.decode(), result, 0.25))
+
+    def step(x):  # a Python function closing over the tf.function, as Keras's train_function does
+        return fn(x)
+
+    texts = [explain_hooked(fn, spec), explain_hooked(fn), explain_hooked(cf), explain_hooked(step)]
+    assert len(set(texts)) == 1, texts
+    header, *rest = texts[0].splitlines()
+    assert header == f"== {cf.name.decode()}: rewritten, 1 cluster(s), 0.25 s"
+    assert rest[0].startswith("Clustering summary: 1 cluster(s) built") and "string tensors stay" in texts[0]
+    (graph,) = explain_hooked_json(fn)["graphs"]
+    assert graph["decision"] == state.REWRITTEN and graph["clusters"][0]["kernel_hash"] == result.clusters[0].kernel_hash
+    with pytest.raises(TypeError, match="expected a tf.function, a ConcreteFunction or a Keras model"):
+        explain_hooked(lambda x: x)
+
+
+def test_records_are_bounded_and_a_twin_name_maps_to_its_function(monkeypatch) -> None:
+    monkeypatch.setattr(state, "_GRAPHS", type(state._GRAPHS)())
+    monkeypatch.setattr(state, "MAX_GRAPHS", 2)
+    for k in range(3):
+        state.keep(f"__inference_f_{k}", state.HookedGraph(f"__inference_f_{k}", "no cluster"))
+    assert state.hooked("__inference_f_0") is None and state.hooked("__inference_f_2").decision == "no cluster"
+    assert eager_jit.original_name(eager_jit.twin_name(b"__inference_g_7")) == ("__inference_g_7", True)
+    assert eager_jit.original_name("__inference_g_7") == ("__inference_g_7", False)

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LOCK = threading.Lock()
-MAX_GRAPHS = 64  # function bodies whose record is kept (each holds its clusters' HLO and C source)
+MAX_GRAPHS = 32  # function bodies whose record is kept (each holds its clusters' HLO and C source: a big
+# training step's can be tens of MB; a retrace sharing a record costs nothing)
 REWRITTEN = "rewritten"  # HookedGraph.decision of a graph returned with TfxlaLaunch nodes
 RELEASED = "calls taken from XLA"  # ... of one returned only with its jit_compile=True calls released
 
