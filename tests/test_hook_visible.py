@@ -51,6 +51,15 @@ SCRIPT = """
         want = body(x)
     out["jit_on"]["grad_err"] = err(tape.gradient(y, v), want_tape.gradient(want, v))
 
+    from tfxla_plugin.hook import eager_jit
+    make_twin = eager_jit._make_twin
+    eager_jit._make_twin = lambda function: 1 / 0
+    broken = tf.function(lambda x: body(x) + 2.0, jit_compile=True)
+    y, ops = ran_ops(broken, x)
+    broken(x)
+    eager_jit._make_twin = make_twin
+    out["twin_failed"] = dict(err=err(y, body(x) + 2.0), ops=ops, warnings=logged("WARNING", ""))
+
     f = tf.function(lambda x: (body(x), tf.strings.as_string(x)))
     try:
         tfxla_plugin.explain_hooked(f, x)
@@ -114,6 +123,13 @@ def test_an_eager_jit_compile_true_call_runs_tfxla_launch_with_the_switch_on_and
     assert on["stats"]["xla_calls_taken"] == 1 and on["stats"]["graphs_rewritten"] == 1, on["stats"]
     assert on["explain"].startswith("== __inference_body_") and "rewritten, 1 cluster(s)" in on["explain"]
     assert "TfxlaLaunch" not in after["ops"] and after["err"] < TOL and after["new_graphs"] == 0
+
+
+def test_a_twin_that_cannot_be_made_leaves_the_call_to_xla_with_one_warning(child) -> None:
+    failed = child["twin_failed"]
+    assert failed["err"] < TOL and "TfxlaLaunch" not in failed["ops"]
+    assert len(failed["warnings"]) == 1, failed["warnings"]
+    assert "is left to TF's XLA: its twin failed: ZeroDivisionError" in failed["warnings"][0]
 
 
 def test_must_compile_refuses_an_eager_jit_function_with_a_string_op_with_one_error(child) -> None:

@@ -6,7 +6,7 @@ straight to XLA (``XlaLaunch``), without Grappler, so the hook would never see i
 ``executor_type`` and ``config_proto`` (anything else: "Attribute '_XlaMustCompile' does not exist for
 this operation"). So with the switch on such a call runs a twin: the same FunctionDef without the attr,
 registered under ``<name>__tfxla`` (``TWIN_SUFFIX``) the first time the function is called eagerly, and
-freed with it (a weak mapping from TF's ``AtomicFunction`` to its twin). TF instantiates the twin as any
+freed with it (if that fails, one WARNING and TF's XLA runs the function) (a weak mapping from TF's ``AtomicFunction`` to its twin). TF instantiates the twin as any
 function, Grappler hands its body to the hook, and the hook knows by the suffix (``original_name``) that
 the function asked for ``jit_compile=True``: must-compile under ``enable(jit_compile=True)``, counted in
 ``stats().xla_calls_taken``, recorded under the function's own name.
@@ -20,14 +20,18 @@ left to ``body.release_from_xla``.
 from __future__ import annotations
 
 import functools
+import logging
+import threading
 import weakref
 
 from tfxla_plugin.hook import state
 
+log = logging.getLogger("tfxla_plugin")
 TWIN_SUFFIX = "__tfxla"
 XLA_MUST_COMPILE = "_XlaMustCompile"
 
 _twins: "weakref.WeakKeyDictionary[object, object | None]" = weakref.WeakKeyDictionary()
+_TWINS_LOCK = threading.Lock()  # one twin per function, also when two threads call it first at once
 _installed = False
 
 
@@ -54,23 +58,31 @@ def _make_twin(function):
     fdef.signature.name = twin_name(function.name)
     del fdef.attr[XLA_MUST_COMPILE]
     context = function._bound_context  # noqa: SLF001  (the context the function is registered in)
-    if context.has_function(fdef.signature.name):  # a twin whose original is gone, not yet freed
-        context.remove_function(fdef.signature.name)
-    twin = atomic_function.from_function_def(fdef, function.function_type)
+    if context.has_function(fdef.signature.name.encode()):
+        # Another AtomicFunction of the same name made it (TF may wrap one runtime function twice): share the
+        # registration, which TF counts per name and frees with the last of them.
+        twin = atomic_function.AtomicFunction(fdef.signature.name, context, function.function_type)
+    else:
+        twin = atomic_function.from_function_def(fdef, function.function_type)
     with state.LOCK:
         state.stats().xla_calls_taken += 1
     return twin
 
 
 def _twin(function):
-    with state.LOCK:
+    with _TWINS_LOCK:
         try:
             return _twins[function]
         except KeyError:
             pass
-    twin = _make_twin(function)
-    with state.LOCK:
-        return _twins.setdefault(function, twin)
+        try:
+            twin = _make_twin(function)
+        except Exception as e:  # noqa: BLE001  (never into the user's call: TF's XLA runs it, as without the hook)
+            log.warning("tfxla hook: jit_compile=True function %s is left to TF's XLA: its twin failed: %s: %s",
+                        function.name.decode(), type(e).__name__, e)
+            twin = None
+        _twins[function] = twin
+        return twin
 
 
 def install() -> None:
