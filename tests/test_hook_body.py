@@ -196,11 +196,20 @@ def test_explain_hooked_finds_the_record_kept_under_the_function_name(monkeypatc
         explain_hooked(lambda x: x)
 
 
-def test_records_are_bounded_and_a_twin_name_maps_to_its_function(monkeypatch) -> None:
+def test_records_are_bounded_by_count_and_size_and_a_twin_name_maps_to_its_function(monkeypatch) -> None:
     monkeypatch.setattr(state, "_GRAPHS", type(state._GRAPHS)())
+    monkeypatch.setattr(state, "_graph_bytes", 0)
     monkeypatch.setattr(state, "MAX_GRAPHS", 2)
     for k in range(3):
         state.keep(f"__inference_f_{k}", state.HookedGraph(f"__inference_f_{k}", "no cluster"))
     assert state.hooked("__inference_f_0") is None and state.hooked("__inference_f_2").decision == "no cluster"
+    gd, preserve = function_body(dense, tf.TensorSpec([2, 4]))
+    big = callback._hooked("__inference_big_1", body.rewrite_body(gd, preserve, FLAGS), 0.1)
+    assert big.size > gd.ByteSize()
+    monkeypatch.setattr(state, "MAX_GRAPHS", 10)
+    monkeypatch.setattr(state, "MAX_GRAPH_BYTES", big.size + 1)
+    state.keep("__inference_big_1", big)
+    state.keep("__inference_big_2", big)  # over the byte budget: the older records go, the newest stays
+    assert list(state._GRAPHS) == ["__inference_big_2"] and state._graph_bytes == big.size
     assert eager_jit.original_name(eager_jit.twin_name(b"__inference_g_7")) == ("__inference_g_7", True)
     assert eager_jit.original_name("__inference_g_7") == ("__inference_g_7", False)

@@ -1,9 +1,9 @@
 // tfxla's pluggable graph optimizer (TF's C API, tensorflow/c/experimental/grappler/grappler.h).
 //
 // Grappler hands every CPU graph it optimizes (each tf.function body TF instantiates) to
-// optimize_func, which passes the serialized GraphDef and the names of the nodes Grappler must
-// preserve to the Python function tfxla_plugin.hook.callback.optimize(graph: bytes, preserve:
-// list[str]) -> bytes | None, under the GIL (PyGILState_Ensure/Release: Grappler calls from TF's
+// optimize_func, which passes the serialized GraphDef, the names of the nodes Grappler must preserve
+// and the item's id to the Python function tfxla_plugin.hook.callback.optimize(graph: bytes, preserve:
+// list[str], name: str) -> bytes | None, under the GIL (PyGILState_Ensure/Release: Grappler calls from TF's
 // own threads as well as from the thread that called the function). The compiler stays in Python.
 //
 // What goes back is always a valid graph and never an error status: the bytes Python returns, or
@@ -60,7 +60,7 @@ std::vector<std::string> NodesToPreserve(const TF_GrapplerItem* item) {
 }
 
 // The item's id: for a function body, the name of the function TF instantiates (`__inference_f_12`),
-// which is how `tfxla_plugin.explain` finds what the hook did to a function. The C API has no accessor
+// which is how `tfxla_plugin.explain_hooked` finds what the hook did to a function. The C API has no accessor
 // for it; a TF_GrapplerItem is a grappler::GrapplerItem (TF's own TF_GetNodesToPreserveList casts it so),
 // and this library is built against the headers of the TF that loads it (tfxla_plugin._op).
 std::string ItemId(const TF_GrapplerItem* item) {

@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LOCK = threading.Lock()
-MAX_GRAPHS = 32  # function bodies whose record is kept (each holds its clusters' HLO and C source: a big
-# training step's can be tens of MB; a retrace sharing a record costs nothing)
+# Records kept (LRU): at most MAX_GRAPHS function names (a Keras fit makes ~16 graphs, most of them small
+# bookkeeping ones), and at most MAX_GRAPH_BYTES of them as ``HookedGraph.size`` estimates it (a record holds
+# its clusters' HLO and C source: a big training step's is tens of MB).
+MAX_GRAPHS = 256
+MAX_GRAPH_BYTES = 256 << 20
 REWRITTEN = "rewritten"  # HookedGraph.decision of a graph returned with TfxlaLaunch nodes
 RELEASED = "calls taken from XLA"  # ... of one returned only with its jit_compile=True calls released
 
@@ -68,26 +71,37 @@ class HookedGraph:
     released: tuple = ()  # call nodes whose _XlaMustCompile the hook turned off
     seconds: float = 0.0
 
+    @property
+    def size(self) -> int:
+        """Roughly the bytes it holds: its graphs, and per cluster its C source with the HLO behind it."""
+        graphs = [g for g in (getattr(self.analysis, "graph_def", None), getattr(self.rewritten, "graph_def", None)) if g]
+        return sum(g.ByteSize() for g in graphs) + sum(4 * len(c.c_source) for c in self.clusters)
+
 
 SWITCH = Switch()
 STATS = HookStats()
-_GRAPHS: OrderedDict[str, HookedGraph] = OrderedDict()
+_GRAPHS: OrderedDict[str, tuple[HookedGraph, int]] = OrderedDict()  # name -> (record, its size)
+_graph_bytes = 0
 
 
 def keep(name: str, graph: HookedGraph) -> None:
-    """Record ``graph`` under the function name ``name`` (LRU, ``MAX_GRAPHS``); callers hold ``LOCK``."""
+    """Record ``graph`` under the function name ``name`` (LRU: ``MAX_GRAPHS``, ``MAX_GRAPH_BYTES``; the newest
+    record stays whatever its size); callers hold ``LOCK``."""
+    global _graph_bytes
     if not name:
         return
-    _GRAPHS[name] = graph
+    size = graph.size
+    _graph_bytes += size - _GRAPHS.get(name, (None, 0))[1]
+    _GRAPHS[name] = (graph, size)
     _GRAPHS.move_to_end(name)
-    while len(_GRAPHS) > MAX_GRAPHS:
-        _GRAPHS.popitem(last=False)
+    while len(_GRAPHS) > 1 and (len(_GRAPHS) > MAX_GRAPHS or _graph_bytes > MAX_GRAPH_BYTES):
+        _graph_bytes -= _GRAPHS.popitem(last=False)[1][1]
 
 
 def hooked(name: str) -> HookedGraph | None:
     """The record of the function body TF calls ``name``, if the hook saw it (and still remembers it)."""
     with LOCK:
-        return _GRAPHS.get(name)
+        return _GRAPHS.get(name, (None, 0))[0]
 
 
 def snapshot() -> HookStats:
@@ -107,5 +121,5 @@ def stats() -> HookStats:
     return STATS
 
 
-__all__ = ["LOCK", "MAX_GRAPHS", "RELEASED", "REWRITTEN", "SWITCH", "HookStats", "HookedGraph", "Switch", "hooked",
+__all__ = ["LOCK", "MAX_GRAPH_BYTES", "MAX_GRAPHS", "RELEASED", "REWRITTEN", "SWITCH", "HookStats", "HookedGraph", "Switch", "hooked",
            "keep", "reset", "snapshot", "stats"]

@@ -185,7 +185,9 @@ def write_hooked(f, *args, logdir: str | os.PathLike, name: str | None = None, o
     if not graphs:
         raise LookupError("tfxla_plugin.tensorboard.write_hooked: the hook recorded no clustering for this function "
                           "(it failed on it or could not read it; see tfxla_plugin.explain_hooked)")
-    name = name or getattr(f, "__name__", None) or "function"
+    if not name:  # a tf.function's or a Keras model's name (a ConcreteFunction's is bytes)
+        name = getattr(f, "__name__", None) or getattr(f, "name", None) or "function"
+        name = name.decode() if isinstance(name, bytes) else str(name)
     runs: dict[str, str] = {}
     for g in graphs:
         if len(graphs) == 1:
