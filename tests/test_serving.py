@@ -325,7 +325,7 @@ def test_oversized_request_is_413(models):
 
 def test_model_failure_is_500(models, monkeypatch):
     app = make_app(models["one"], "one")
-    model = app.state.tfxla.model
+    model = app.state.tfxla.manager.live()[0].model
     real_run = model.run
 
     def failing(signature, inputs):
@@ -347,7 +347,7 @@ def test_request_timeout_is_504(models, monkeypatch):
 
     app = make_app(models["one"], "one", request_timeout_s=0.2)
     release = threading.Event()
-    monkeypatch.setattr(app.state.tfxla.model, "run", lambda s, i: release.wait(5))
+    monkeypatch.setattr(app.state.tfxla.manager.live()[0].model, "run", lambda s, i: release.wait(5))
     try:
         r = post(app, "/v1/models/one:predict", {"instances": GOOD_ROW})
     finally:
@@ -404,7 +404,7 @@ def test_batching_keeps_different_inner_dims_apart(models, direct):
 
 def test_batching_one_bad_request_does_not_fail_the_others(models, direct, monkeypatch):
     app = make_app(models["one"], "one", batching=True, max_batch_size=32, batch_timeout_micros=1_000_000)
-    model = app.state.tfxla.model
+    model = app.state.tfxla.manager.live()[0].model
     real_run = model.run
 
     def failing(signature, inputs):

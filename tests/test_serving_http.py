@@ -50,7 +50,7 @@ def server(model_dir: Path, log_path: Path, *flags: str, entry: tuple[str, ...] 
     """Runs ``tfxla serve`` (``entry``: how Python starts the CLI; ``env``: extra environment variables);
     yields (process, base URL). Kills it if the test did not stop it."""
     cmd = [sys.executable, *entry, "serve", "--dir", str(model_dir), "--model_name", "one",
-           "--host", "127.0.0.1", "--port", "0", *flags]
+           "--host", "127.0.0.1", "--port", "auto", "--rest_api_port", "auto", *flags]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,

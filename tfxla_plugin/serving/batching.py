@@ -7,6 +7,12 @@ the outputs are split back by each request's row count. If the merged call fails
 does not have the merged batch size, every request of the batch is run on its own instead, so
 one bad request cannot fail the others and results always equal unbatched ones for models whose
 rows are independent. All bookkeeping happens on the event loop thread (no locks).
+
+TF Serving's other batching parameters (``--batching_parameters_file``): at most ``num_batch_threads``
+calls run at once (None: no limit beyond the worker pool); at most ``max_enqueued_batches`` batches
+wait, open or full, for such a slot, and a request that would need one more is refused (503,
+TF Serving's "queue is full"); ``allowed_batch_sizes`` pads each call's rows up to the next allowed
+size with copies of its last row, and the padding rows' outputs are dropped.
 """
 
 from __future__ import annotations
@@ -25,12 +31,30 @@ AsyncRunFn = Callable[[str, Mapping[str, np.ndarray]], Awaitable[dict[str, np.nd
 class BatchOptions:
     max_batch_size: int = 32
     batch_timeout_micros: int = 2000
+    max_enqueued_batches: int | None = None  # None: no limit
+    num_batch_threads: int | None = None  # None: as many as the worker pool runs
+    allowed_batch_sizes: tuple[int, ...] = ()
 
     def __post_init__(self):
         if self.max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
         if self.batch_timeout_micros < 0:
             raise ValueError(f"batch_timeout_micros must be >= 0, got {self.batch_timeout_micros}")
+        for name in ("max_enqueued_batches", "num_batch_threads"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        sizes = self.allowed_batch_sizes
+        if sizes and (list(sizes) != sorted(set(sizes)) or sizes[0] < 1 or sizes[-1] != self.max_batch_size):
+            raise ValueError(f"allowed_batch_sizes must be positive, increasing and end with max_batch_size "
+                             f"({self.max_batch_size}), got {list(sizes)}")
+
+    def padded(self, rows: int) -> int:
+        """The rows a call of ``rows`` rows runs with (the next allowed batch size, if any are given)."""
+        return next((n for n in self.allowed_batch_sizes if n >= rows), rows)
+
+
+class QueueFull(Exception):
+    """More than ``max_enqueued_batches`` batches would wait; TF Serving answers UNAVAILABLE."""
 
 
 @dataclass
@@ -42,6 +66,8 @@ class BatchStats:
     merged_requests: int = 0  # requests answered by such a call
     max_rows: int = 0  # most rows in one call
     fallbacks: int = 0  # merged calls redone request by request
+    padded_rows: int = 0  # rows added to reach an allowed batch size
+    refused: int = 0  # requests refused because max_enqueued_batches were waiting
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -70,10 +96,13 @@ def _rows(inputs: Mapping[str, np.ndarray]) -> int | None:
 class Batcher:
     """Queues requests by key and runs merged calls through ``run``; use from one event loop."""
 
-    def __init__(self, run: AsyncRunFn, options: BatchOptions = BatchOptions()):
-        self._run, self.options = run, options
+    def __init__(self, run: AsyncRunFn, options: BatchOptions = BatchOptions(),
+                 on_call: Callable[[int], None] | None = None):
+        self._run, self.options, self._on_call = run, options, on_call
         self._open: dict[tuple, _Open] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._waiting = 0  # batches flushed and waiting for a slot
+        self._slots: asyncio.Semaphore | None = None
         self.stats = BatchStats()
 
     async def submit(self, signature: str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -81,10 +110,14 @@ class Batcher:
         rows = _rows(inputs)
         if rows is None or rows == 0 or rows >= self.options.max_batch_size:
             self._count(1, rows or 0)
-            return await self._run(signature, inputs)
+            return await (self._run(signature, inputs) if not rows else self._call(signature, inputs, rows))
         key = (signature,) + tuple((k, a.dtype.str, a.shape[1:]) for k, a in sorted(inputs.items()))
         if key in self._open and self._open[key].rows + rows > self.options.max_batch_size:
             self._flush(key)
+        limit = self.options.max_enqueued_batches
+        if key not in self._open and limit is not None and len(self._open) + self._waiting >= limit:
+            self.stats.refused += 1
+            raise QueueFull(f"the batch scheduling queue is full ({limit} batches waiting: max_enqueued_batches)")
         batch = self._open.setdefault(key, _Open())
         item = _Item(inputs, rows, loop.create_future())
         batch.items.append(item)
@@ -102,6 +135,32 @@ class Batcher:
         if requests > 1:
             s.merged_calls += 1
             s.merged_requests += requests
+        if self._on_call is not None:
+            self._on_call(rows)
+
+    async def _call(self, signature: str, inputs: Mapping[str, np.ndarray], rows: int) -> dict[str, np.ndarray]:
+        """One signature call in a batch slot, padded to an allowed batch size; outputs cut back to ``rows``."""
+        padded = self.options.padded(rows)
+        if padded > rows:
+            self.stats.padded_rows += padded - rows
+            inputs = {k: np.concatenate([a, np.repeat(a[-1:], padded - rows, axis=0)]) for k, a in inputs.items()}
+        if self._slots is None and self.options.num_batch_threads is not None:
+            self._slots = asyncio.Semaphore(self.options.num_batch_threads)
+        slots = self._slots
+        self._waiting += 1
+        try:
+            if slots is not None:
+                await slots.acquire()
+        finally:
+            self._waiting -= 1
+        try:
+            out = await self._run(signature, inputs)
+        finally:
+            if slots is not None:
+                slots.release()
+        if padded > rows:
+            out = {k: v[:rows] if v.ndim and v.shape[0] == padded else v for k, v in out.items()}
+        return out
 
     def _flush(self, key: tuple) -> None:
         batch = self._open.pop(key, None)
@@ -119,7 +178,7 @@ class Batcher:
             self._count(len(items), total)
             merged = {k: np.concatenate([it.inputs[k] for it in items]) for k in items[0].inputs}
             try:
-                out = await self._run(signature, merged)
+                out = await self._call(signature, merged, total)
             except Exception:  # noqa: BLE001  (redo one by one below: each request gets its own answer)
                 out = None
             if out is not None and all(v.ndim and v.shape[0] == total for v in out.values()):
@@ -134,7 +193,7 @@ class Batcher:
     async def _execute_one(self, signature: str, item: _Item) -> None:
         self._count(1, item.rows)
         try:
-            out = await self._run(signature, item.inputs)
+            out = await self._call(signature, item.inputs, item.rows)
         except Exception as e:  # noqa: BLE001  (handed to the waiting request, which answers it)
             _resolve(item.future, error=e)
         else:

@@ -102,11 +102,15 @@ def to_array(value: Any, info: TensorInfo, where: str) -> np.ndarray:
     if value is None:
         raise bad(f"{where}: null is not a tensor value")
     arr = _string_array(value, where) if info.dtype == "string" else _numeric_array(value, info, where)
+    _check_shape(arr, info, where)
+    return arr
+
+
+def _check_shape(arr: np.ndarray, info: TensorInfo, where: str) -> None:
     if info.shape is not None:
         ok = arr.ndim == len(info.shape) and all(d is None or d == n for d, n in zip(info.shape, arr.shape))
         if not ok:
             raise bad(f"{where}: expected shape {info.shape_text()}, got {list(arr.shape)}")
-    return arr
 
 
 def _named(values: Mapping[str, Any], sig: Signature, what: str) -> dict[str, Any]:
@@ -144,6 +148,28 @@ def _columnar_values(inputs: Any, sig: Signature) -> dict[str, Any]:
     return {next(iter(sig.inputs)): inputs}
 
 
+def signature(signatures: Mapping[str, Signature], name: Any) -> Signature:
+    """The signature a request names; ``""`` (or none) is the default one, ``serving_default``, as in TF Serving."""
+    if not isinstance(name, str):
+        raise bad("'signature_name' must be a string")
+    name = name or DEFAULT_SIGNATURE
+    if name not in signatures:
+        raise bad(f"unknown signature '{name}'; the model has: {', '.join(signatures)}")
+    return signatures[name]
+
+
+def check_array(arr: np.ndarray, info: TensorInfo, where: str) -> np.ndarray:
+    """A decoded tensor (gRPC's ``TensorProto``) checked against ``info``: the same dtype, a matching shape."""
+    if info.dtype == "string":
+        ok = arr.dtype == object or arr.dtype.kind == "S"
+    else:
+        ok = arr.dtype == info.np_dtype
+    if not ok:
+        raise bad(f"{where}: expected {info.dtype} values, got {arr.dtype}")
+    _check_shape(arr, info, where)
+    return arr.astype(object) if info.dtype == "string" else arr
+
+
 def parse_predict(body: Any, signatures: Mapping[str, Signature]) -> PredictRequest:
     """Validates a decoded JSON predict body against the model's signatures."""
     if not isinstance(body, dict):
@@ -151,12 +177,7 @@ def parse_predict(body: Any, signatures: Mapping[str, Signature]) -> PredictRequ
     unknown = [k for k in body if k not in REQUEST_KEYS]
     if unknown:
         raise bad(f"unknown key '{unknown[0]}' in the request; expected {', '.join(REQUEST_KEYS)}")
-    name = body.get("signature_name", DEFAULT_SIGNATURE)
-    if not isinstance(name, str):
-        raise bad("'signature_name' must be a string")
-    if name not in signatures:
-        raise bad(f"unknown signature '{name}'; the model has: {', '.join(signatures)}")
-    sig = signatures[name]
+    sig = signature(signatures, body.get("signature_name", ""))
     if ("instances" in body) == ("inputs" in body):
         raise bad("the request must have exactly one of 'instances' (row format) or 'inputs' (columnar)")
     if "instances" in body:

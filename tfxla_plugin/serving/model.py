@@ -12,6 +12,7 @@ shapes); ``jit_stats`` then reports what the hook did.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -102,17 +103,15 @@ def _signature(name: str, fn) -> Signature:
     )
 
 
-def _signature_def_json(model_dir: Path, tags: tuple[str, ...]) -> dict:
-    """The MetaGraphDef's ``signature_def`` map as proto JSON (what TF Serving's metadata shows)."""
-    from google.protobuf import json_format
+def _signature_def_protos(model_dir: Path, tags: tuple[str, ...]) -> dict:
+    """The MetaGraphDef's ``signature_def`` map: name -> ``SignatureDef`` proto (what TF Serving's metadata shows)."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved = saved_model_pb2.SavedModel()
     saved.ParseFromString((model_dir / "saved_model.pb").read_bytes())
     for meta_graph in saved.meta_graphs:
         if set(meta_graph.meta_info_def.tags) == set(tags):
-            return {k: json_format.MessageToDict(v, preserving_proto_field_name=True)
-                    for k, v in sorted(meta_graph.signature_def.items())}
+            return dict(sorted(meta_graph.signature_def.items()))
     return {}
 
 
@@ -171,17 +170,16 @@ class PerShape:
 
 
 class ServedModel:
-    """A SavedModel loaded for serving (version 1): signatures, metadata and the manifest if wrapped."""
-
-    version = 1
+    """A SavedModel loaded for serving as ``version``: signatures, metadata and the manifest if wrapped."""
 
     def __init__(self, model_dir: str | os.PathLike, tag_set: str = "serve", inter_op_threads: int | None = None,
-                 jit: bool = False):
+                 jit: bool = False, version: int = 1):
         import tensorflow as tf
 
         import tfxla_plugin  # registers TfxlaLaunch before a wrapped model is loaded
 
         self.model_dir = Path(model_dir).resolve()
+        self.version = version
         self.tags = tuple(t.strip() for t in tag_set.split(",") if t.strip())
         if not (self.model_dir / "saved_model.pb").is_file():
             raise ModelLoadError(f"{self.model_dir} is not a SavedModel directory (no saved_model.pb)")
@@ -205,7 +203,7 @@ class ServedModel:
             self.signatures = {name: replace(sig, fn=PerShape(sig.fn)) for name, sig in self.signatures.items()}
         if not self.signatures:
             raise ModelLoadError(f"the SavedModel {self.model_dir} has no serving signatures")
-        self.signature_defs = _signature_def_json(self.model_dir, self.tags)
+        self.signature_def_protos = _signature_def_protos(self.model_dir, self.tags)
         self.manifest = _read_manifest(self.model_dir)
 
     def run(self, signature: str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -220,6 +218,14 @@ class ServedModel:
             if first:
                 log.info("tfxla serve --jit: after the first call of signature '%s': %s", signature, self.jit_stats())
         return outputs
+
+    @functools.cached_property
+    def signature_defs(self) -> dict:
+        """The ``signature_def`` map as proto JSON (TF Serving's REST metadata); {} when the tags matched none."""
+        from google.protobuf import json_format
+
+        return {k: json_format.MessageToDict(v, preserving_proto_field_name=True)
+                for k, v in self.signature_def_protos.items()}
 
     def jit_stats(self):
         """The hook's counters (``tfxla_plugin.stats()``, process-wide) with ``jit``, else None."""
