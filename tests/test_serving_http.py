@@ -45,12 +45,14 @@ def expected(models):
 
 
 @contextlib.contextmanager
-def server(model_dir: Path, log_path: Path, *flags: str, entry: tuple[str, ...] = ("-m", "tfxla_plugin.cli"),
+def server(model_dir: Path | None, log_path: Path, *flags: str, entry: tuple[str, ...] = ("-m", "tfxla_plugin.cli"),
            env: dict | None = None):
-    """Runs ``tfxla serve`` (``entry``: how Python starts the CLI; ``env``: extra environment variables);
-    yields (process, base URL). Kills it if the test did not stop it."""
-    cmd = [sys.executable, *entry, "serve", "--dir", str(model_dir), "--model_name", "one",
-           "--host", "127.0.0.1", "--port", "auto", "--rest_api_port", "auto", *flags]
+    """Runs ``tfxla serve`` on free ports (``model_dir``: served as model 'one' with ``--dir``; None: ``flags``
+    name the models, one of them 'one'; ``entry``: how Python starts the CLI; ``env``: extra environment
+    variables); yields (process, base URL). Kills it if the test did not stop it."""
+    models = ["--dir", str(model_dir), "--model_name", "one"] if model_dir is not None else []
+    cmd = [sys.executable, *entry, "serve", *models, "--host", "127.0.0.1", "--port", "auto",
+           "--rest_api_port", "auto", *flags]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -78,6 +80,13 @@ def _wait_ready(proc: subprocess.Popen, log_path: Path) -> str:
                     return url
         time.sleep(0.2)
     pytest.fail(f"tfxla serve not ready after {START_TIMEOUT_S} s:\n{log_path.read_text()}")
+
+
+def grpc_address(log_path: Path) -> str:
+    """The gRPC address a started server logged."""
+    m = re.search(r"gRPC \(PredictionService, ModelService\) at (127\.0\.0\.1:\d+)", log_path.read_text())
+    assert m, log_path.read_text()
+    return m.group(1)
 
 
 def wait_stopped(proc: subprocess.Popen, log_path: Path) -> None:

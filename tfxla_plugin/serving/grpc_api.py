@@ -40,8 +40,10 @@ def missing() -> str | None:
 
 
 def _spec_version(spec) -> tuple[int | None, str | None]:
-    version = spec.version.value if spec.HasField("version") else None
-    return version, (spec.version_label or None)
+    """(version, label) of a ``ModelSpec`` (its ``version_choice`` oneof; neither: the newest)."""
+    choice = spec.WhichOneof("version_choice")
+    return (spec.version.value if choice == "version" else None,
+            spec.version_label if choice == "version_label" and spec.version_label else None)
 
 
 def _servicers(core: ServingCore):
