@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from tests.test_serving import build_models
+from tfxla_plugin.serving import grpc_api
 
 pytestmark = pytest.mark.slow
 START_TIMEOUT_S = 120  # a loaded 2-core machine imports TensorFlow slowly
@@ -46,13 +47,15 @@ def expected(models):
 
 @contextlib.contextmanager
 def server(model_dir: Path | None, log_path: Path, *flags: str, entry: tuple[str, ...] = ("-m", "tfxla_plugin.cli"),
-           env: dict | None = None):
-    """Runs ``tfxla serve`` on free ports (``model_dir``: served as model 'one' with ``--dir``; None: ``flags``
+           env: dict | None = None, grpc: bool | None = None):
+    """Runs ``tfxla serve`` on free ports (gRPC too if ``grpc``, None: where its packages are installed; ``model_dir``: served as model 'one' with ``--dir``; None: ``flags``
     name the models, one of them 'one'; ``entry``: how Python starts the CLI; ``env``: extra environment
     variables); yields (process, base URL). Kills it if the test did not stop it."""
     models = ["--dir", str(model_dir), "--model_name", "one"] if model_dir is not None else []
-    cmd = [sys.executable, *entry, "serve", *models, "--host", "127.0.0.1", "--port", "auto",
-           "--rest_api_port", "auto", *flags]
+    if grpc is None:
+        grpc = grpc_api.missing() is None
+    ports = ["--port", "auto"] if grpc else []
+    cmd = [sys.executable, *entry, "serve", *models, "--host", "127.0.0.1", *ports, "--rest_api_port", "auto", *flags]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -209,5 +212,29 @@ def test_a_wrapped_model_is_served_at_tensorflows_default_threads(models, expect
         r = httpx.post(f"{url}/v1/models/one:predict", json={"instances": x.tolist()})
         assert r.status_code == 200, r.text
         np.testing.assert_allclose(np.asarray(r.json()["predictions"], np.float32), expected(x), rtol=1e-5, atol=1e-6)
+        proc.send_signal(signal.SIGTERM)
+        wait_stopped(proc, log_path)
+
+
+WITHOUT_GRPC = """
+import sys
+sys.modules["tensorflow_serving"] = None  # as if tensorflow-serving-api were not installed
+from tfxla_plugin.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_without_the_grpc_packages_rest_is_served_and_port_says_what_to_install(models, expected, tmp_path):
+    cmd = [sys.executable, "-c", WITHOUT_GRPC, "serve", "--dir", str(models["one"]), "--port", "8500"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 1, proc.stderr
+    assert "tfxla serve: --port 8500: gRPC serving needs grpcio and tensorflow-serving-api: pip install" in proc.stderr
+    assert "tensorflow-serving-api==" in proc.stderr
+    log_path = tmp_path / "serve_rest_only.log"
+    with server(models["one"], log_path, entry=("-c", WITHOUT_GRPC), grpc=False) as (proc, url):
+        assert "REST only, no gRPC on port 8500: gRPC serving needs grpcio and tensorflow-serving-api" in log_path.read_text()
+        x = rows(1, seed=3)[0]
+        r = httpx.post(f"{url}/v1/models/one:predict", json={"instances": x.tolist()})
+        np.testing.assert_array_equal(np.asarray(r.json()["predictions"], np.float32), expected(x))
         proc.send_signal(signal.SIGTERM)
         wait_stopped(proc, log_path)

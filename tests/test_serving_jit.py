@@ -9,7 +9,7 @@ same signatures run by TensorFlow here, in the pytest process, without the hook.
   compiled per signature and shape; the log says the hook is on, then its counters after the first
   call); a second server on the
   same kernel cache, the hook on through ``TFXLA_FLAGS=--auto_jit=1``, compiles nothing (every cluster a
-  kernel cache hit);
+  kernel cache hit), serving the model as a version of a ``--model_base_path`` and answering gRPC too;
 - a wrapped model with ``--jit``: the hook leaves its graphs (which hold ``TfxlaLaunch``) alone;
 - a compile failure injected into the server process: requests are still answered, by TF, with one
   WARNING per graph in the log;
@@ -20,6 +20,7 @@ same signatures run by TensorFlow here, in the pytest process, without the hook.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,7 +30,8 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.test_serving_http import server, wait_stopped
+from tests.test_serving_http import grpc_address, server, wait_stopped
+from tfxla_plugin.serving import grpc_api
 
 pytestmark = pytest.mark.slow
 TOL = 1e-5  # float32 matmul + softmax against TF: the same sums, maybe in another order
@@ -76,13 +78,31 @@ def expected(plain):
     return {name: (lambda x, fn=fn: {k: v.numpy() for k, v in fn(x=x).items()}) for name, fn in sigs.items()}
 
 
-def jit_server(model_dir: Path, log_path: Path, cache: Path, inject: bool = False, auto_jit: bool = False):
+def jit_server(model_dir: Path, log_path: Path, cache: Path, inject: bool = False, auto_jit: bool = False,
+               base_path: Path | None = None):
     """``tfxla serve --jit`` (``auto_jit``: ``TFXLA_FLAGS=--auto_jit=1`` instead of the flag; ``inject``: every
-    cluster compile raises); a context manager yielding (process, URL)."""
+    cluster compile raises; ``base_path``: ``--model_base_path`` instead of ``--dir``); a context manager
+    yielding (process, URL)."""
     entry = ("-c", INJECT) if inject else ("-m", "tfxla_plugin.cli")
     flags = ["--num_workers", "2", *([] if auto_jit else ["--jit"])]
+    if base_path is not None:
+        model_dir, flags = None, [*flags, "--model_base_path", str(base_path), "--model_name", "one"]
     env = {"TFXLA_FLAGS": f"--cache_dir={cache}" + (" --auto_jit=1" if auto_jit else "")}
     return server(model_dir, log_path, *flags, entry=entry, env=env)
+
+
+def grpc_predict(log_path: Path, x: np.ndarray) -> tuple[int, np.ndarray]:
+    """(version, output 'y') of serving_default for ``x`` through the official gRPC stub."""
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "one"
+    request.inputs["x"].CopyFrom(tf.make_tensor_proto(x))
+    with grpc.insecure_channel(grpc_address(log_path)) as channel:
+        r = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=120)
+    return r.model_spec.version.value, tf.make_ndarray(r.outputs["y"])
 
 
 def predict(url: str, x: np.ndarray, signature: str = "serving_default") -> np.ndarray:
@@ -137,10 +157,17 @@ def test_a_plain_model_runs_tfxla_kernels_compiled_once_and_cached_on_disk(plain
     assert "after the first call of signature 'serving_default': graphs seen" in text, text
 
     log_path = tmp_path / "serve_again.log"
-    # Another process, the same kernel cache, the hook turned on by TFXLA_FLAGS rather than --jit.
-    with jit_server(plain, log_path, cache, auto_jit=True) as (proc, url):
-        assert ", jit) at http://127.0.0.1:" in log_path.read_text()
+    # Another process, the same kernel cache, the hook turned on by TFXLA_FLAGS rather than --jit, the model
+    # as version 7 of a --model_base_path, asked over REST and gRPC.
+    shutil.copytree(plain, tmp_path / "base" / "7")
+    with jit_server(plain, log_path, cache, auto_jit=True, base_path=tmp_path / "base") as (proc, url):
+        assert "model 'one' version 7 (" in log_path.read_text() and ", jit) at http://127.0.0.1:" in log_path.read_text()
         check_answers(url, expected, seed=1)
+        x = np.random.default_rng(4).standard_normal((2, 8)).astype(np.float32)
+        if grpc_api.missing() is None:  # the README's test install has the gRPC packages
+            version, y = grpc_predict(log_path, x)
+            assert version == 7
+            np.testing.assert_allclose(y, expected["serving_default"](x)["y"], rtol=TOL, atol=TOL)
         again = jit_stats(url)
         stop(proc, log_path)
     assert again["clusters_compiled"] == stats["clusters_compiled"], (stats, again)
