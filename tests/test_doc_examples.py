@@ -27,7 +27,8 @@ SKIPPED: dict[tuple[str, int], str] = {  # (file, block index): why it does not 
     ("docs/cuda.md", 0): "needs nvcc and an NVIDIA GPU",
     ("docs/cuda.md", 1): "needs nvcc and an NVIDIA GPU",
     ("docs/saved_models.md", 0): "builds Keras models, mobilenet_v2 among them (minutes)",
-    ("docs/serving.md", 0): "starts a server that blocks",
+    ("docs/serving.md", 0): "talks gRPC to a running tfxla serve (tests/test_grpc_serving.py does)",
+    ("docs/serving.md", 1): "starts a server that blocks",
 }
 
 
