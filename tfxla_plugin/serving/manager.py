@@ -197,7 +197,7 @@ class ModelManager:
 
     # ---- requests ----------------------------------------------------------------------------------
 
-    def _model(self, name: str, version: int | None, label: str | None) -> _Model:
+    def _model(self, name: str, version: int | None = None) -> _Model:
         m = self._models.get(name)
         if m is None:
             spec = f"Specific({name}, {version})" if version is not None else f"Latest({name})"
@@ -205,7 +205,7 @@ class ModelManager:
         return m
 
     def resolve_label(self, name: str, label: str) -> int:
-        m = self._model(name, None, label)
+        m = self._model(name)
         if label not in m.config.labels:
             raise RequestError(404, f"Unrecognized servable version label: {label}")
         return m.config.labels[label]
@@ -217,7 +217,7 @@ class ModelManager:
         Raises ``RequestError`` 404 when there is none, with TF Serving's message."""
         if label is not None:
             version = self.resolve_label(name, label)
-        m = self._model(name, version, label)
+        m = self._model(name, version)
         with self._lock:
             if version is None:
                 s = m.live[max(m.live)] if m.live else None
@@ -239,7 +239,7 @@ class ModelManager:
         """TF Serving's GetModelStatus: every version known (newest first), or the one asked for."""
         if label is not None:
             version = self.resolve_label(name, label)
-        m = self._model(name, version, label)
+        m = self._model(name, version)
         with self._lock:
             known = dict(m.statuses)
         if version is not None:
