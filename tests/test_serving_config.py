@@ -4,8 +4,9 @@
   protos; every bad file is a ``ConfigError`` naming the file and the line or the config at fault;
 - ``--batching_parameters_file`` and ``--monitoring_config_file``: TF Serving's field names;
 - version policies select versions as TF Serving's do; ``ModelManager`` switches versions in
-  process (the new one AVAILABLE before the old one goes; a version that fails to load leaves the
-  old one serving), with a fake loader;
+  process (the new one AVAILABLE before the old one goes, which stays UNLOADING until its running
+  requests are done; a version that fails to load leaves the old one serving; a base path without
+  versions is served once one appears), with a fake loader;
 - batching with ``allowed_batch_sizes`` (calls padded, answers unchanged) and ``max_enqueued_batches``
   (503 when full), through the in-process app.
 """
@@ -16,6 +17,8 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -158,6 +161,52 @@ def test_the_manager_keeps_the_old_version_until_the_new_one_is_available(tmp_pa
             pass
     with pytest.raises(RequestError, match="Could not find version 9 of model m"):
         manager.statuses("m", 9)
+
+
+def test_a_base_path_without_versions_is_served_once_one_appears(tmp_path):
+    base = tmp_path / "m"
+    (base / "notes").mkdir(parents=True)  # not a number: never a version
+    manager = ModelManager([cfg.ModelConfig("m", base, cfg.VersionPolicy("latest", num_versions=2))],
+                           lambda path, version: path.name, poll_wait_s=0)
+    manager.load_initial()  # no versions yet: a warning, not an error
+    with pytest.raises(RequestError, match="Could not find any versions of model m"):
+        manager.statuses("m")
+    with pytest.raises(RequestError, match=r"Servable not found for request: Latest\(m\)"):
+        with manager.acquire("m"):
+            pass
+    for v in ("4", "10", "7"):
+        (base / v).mkdir()
+        (base / v / "saved_model.pb").write_bytes(b"")
+    manager.poll()  # latest 2: versions 10 and 7; requests without a version go to 10
+    assert [(s.version, s.state) for s in manager.statuses("m")] == [(10, "AVAILABLE"), (7, "AVAILABLE")]
+    with manager.acquire("m") as newest, manager.acquire("m", 7) as seven:
+        assert (newest.model, seven.model) == ("10", "7")
+    with pytest.raises(RequestError, match="Servable not found for request: Latest\\(nope\\)"):
+        manager.statuses("nope")
+
+
+def test_an_unloading_version_finishes_its_running_requests_first(tmp_path):
+    base = tmp_path / "m"
+    for v in ("1", "2"):
+        (base / v).mkdir(parents=True)
+        (base / v / "saved_model.pb").write_bytes(b"")
+    shutil.move(base / "2", tmp_path / "2")
+    manager = ModelManager([cfg.ModelConfig("m", base)], lambda path, version: version, poll_wait_s=0)
+    manager.load_initial()
+    states = lambda: [(s.version, s.state) for s in manager.statuses("m")]  # noqa: E731
+    with manager.acquire("m") as running:  # a request on version 1 while version 2 arrives
+        shutil.move(tmp_path / "2", base / "2")
+        poll = threading.Thread(target=manager.poll)
+        poll.start()
+        deadline = time.monotonic() + 10
+        while states() != [(2, "AVAILABLE"), (1, "UNLOADING")] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert states() == [(2, "AVAILABLE"), (1, "UNLOADING")]
+        with manager.acquire("m") as later:  # new requests go to version 2 already
+            assert later.version == 2
+        assert running.version == 1 and poll.is_alive()  # the unload waits for the running request
+    poll.join(10)
+    assert states() == [(2, "AVAILABLE"), (1, "END")]
 
 
 def test_allowed_batch_sizes_pad_calls_and_a_full_queue_is_503(tmp_path):
