@@ -234,7 +234,8 @@ def test_a_new_version_is_served_while_clients_send_requests(served, stubs, mode
         (live / "tmp-2").rename(live / "2")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            states = {s["version"]: s["state"] for s in httpx.get(f"{url}/v1/models/live").json()["model_version_status"]}
+            status = httpx.get(f"{url}/v1/models/live").json()["model_version_status"]
+            states = {s["version"]: s["state"] for s in status}
             if states == {"2": "AVAILABLE", "1": "END"} and seen.count(2) >= 20:
                 break
             time.sleep(0.1)

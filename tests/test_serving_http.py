@@ -3,6 +3,8 @@
 Each test starts ``python -m tfxla_plugin.cli serve --port 0`` (the server picks a free port and
 logs its URL), waits for it (bounded), talks HTTP to it from several client threads and stops
 it with SIGINT or SIGTERM, which must end it with status 0 after in-flight requests were answered.
+The first test's server runs as if the gRPC packages were not installed (REST only, and a warning
+naming them); the others serve gRPC too where they are (tests/test_grpc_serving.py talks to it).
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ from tfxla_plugin.serving import grpc_api
 pytestmark = pytest.mark.slow
 START_TIMEOUT_S = 120  # a loaded 2-core machine imports TensorFlow slowly
 STOP_TIMEOUT_S = 30
+WITHOUT_GRPC = """
+import sys
+sys.modules["tensorflow_serving"] = None  # as if tensorflow-serving-api were not installed
+from tfxla_plugin.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +56,11 @@ def expected(models):
 @contextlib.contextmanager
 def server(model_dir: Path | None, log_path: Path, *flags: str, entry: tuple[str, ...] = ("-m", "tfxla_plugin.cli"),
            env: dict | None = None, grpc: bool | None = None):
-    """Runs ``tfxla serve`` on free ports (gRPC too if ``grpc``, None: where its packages are installed; ``model_dir``: served as model 'one' with ``--dir``; None: ``flags``
-    name the models, one of them 'one'; ``entry``: how Python starts the CLI; ``env``: extra environment
-    variables); yields (process, base URL). Kills it if the test did not stop it."""
+    """Runs ``tfxla serve`` on free ports, yields (process, base URL) and kills it if the test did not stop it.
+
+    ``model_dir``: served as model 'one' with ``--dir`` (None: ``flags`` name the models, one of them
+    'one'); ``entry``: how Python starts the CLI; ``env``: extra environment variables; ``grpc``: gRPC
+    too (None: where its packages are installed)."""
     models = ["--dir", str(model_dir), "--model_name", "one"] if model_dir is not None else []
     if grpc is None:
         grpc = grpc_api.missing() is None
@@ -148,8 +158,11 @@ def _check_head_limits(url: str, timeout_s: float, max_headers: int, x: np.ndarr
 def test_serve_concurrent_requests_errors_and_sigint(models, expected, tmp_path):
     log_path = tmp_path / "serve.log"
     flags = ("--num_workers", "2", "--max_request_bytes", "100000", "--header_timeout", "2", "--max_headers", "30")
-    with server(models["one"], log_path, *flags) as (proc, url):
+    # REST as served without the gRPC packages (a warning says what to install), also what every test runs.
+    with server(models["one"], log_path, *flags, entry=("-c", WITHOUT_GRPC), grpc=False) as (proc, url):
         assert "inter-op threads=TF default]" in log_path.read_text()  # not a wrapped model: TF's own
+        assert "REST only, no gRPC on port 8500: gRPC serving needs grpcio and tensorflow-serving-api" \
+            in log_path.read_text()
         assert httpx.get(f"{url}/v1/models/one/metadata").json()["model_spec"]["name"] == "one"
         xs = rows(200, seed=0)
         for x, r in zip(xs, predict_many(url, xs)):
@@ -216,25 +229,10 @@ def test_a_wrapped_model_is_served_at_tensorflows_default_threads(models, expect
         wait_stopped(proc, log_path)
 
 
-WITHOUT_GRPC = """
-import sys
-sys.modules["tensorflow_serving"] = None  # as if tensorflow-serving-api were not installed
-from tfxla_plugin.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
-def test_without_the_grpc_packages_rest_is_served_and_port_says_what_to_install(models, expected, tmp_path):
+def test_without_the_grpc_packages_port_says_what_to_install(models):
+    """(Without ``--port``, REST is served: the first test runs such a server.)"""
     cmd = [sys.executable, "-c", WITHOUT_GRPC, "serve", "--dir", str(models["one"]), "--port", "8500"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 1, proc.stderr
     assert "tfxla serve: --port 8500: gRPC serving needs grpcio and tensorflow-serving-api: pip install" in proc.stderr
     assert "tensorflow-serving-api==" in proc.stderr
-    log_path = tmp_path / "serve_rest_only.log"
-    with server(models["one"], log_path, entry=("-c", WITHOUT_GRPC), grpc=False) as (proc, url):
-        assert "REST only, no gRPC on port 8500: gRPC serving needs grpcio and tensorflow-serving-api" in log_path.read_text()
-        x = rows(1, seed=3)[0]
-        r = httpx.post(f"{url}/v1/models/one:predict", json={"instances": x.tolist()})
-        np.testing.assert_array_equal(np.asarray(r.json()["predictions"], np.float32), expected(x))
-        proc.send_signal(signal.SIGTERM)
-        wait_stopped(proc, log_path)

@@ -161,7 +161,8 @@ def test_a_plain_model_runs_tfxla_kernels_compiled_once_and_cached_on_disk(plain
     # as version 7 of a --model_base_path, asked over REST and gRPC.
     shutil.copytree(plain, tmp_path / "base" / "7")
     with jit_server(plain, log_path, cache, auto_jit=True, base_path=tmp_path / "base") as (proc, url):
-        assert "model 'one' version 7 (" in log_path.read_text() and ", jit) at http://127.0.0.1:" in log_path.read_text()
+        text = log_path.read_text()
+        assert "model 'one' version 7 (" in text and ", jit) at http://127.0.0.1:" in text
         check_answers(url, expected, seed=1)
         x = np.random.default_rng(4).standard_normal((2, 8)).astype(np.float32)
         if grpc_api.missing() is None:  # the README's test install has the gRPC packages

@@ -20,21 +20,6 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def _grpc_port(args: argparse.Namespace, log: logging.Logger):
-    """``--port``: as given (its packages must be there), else 8500 if gRPC can be served, else no gRPC."""
-    from tfxla_plugin.serving import grpc_api
-    from tfxla_plugin.serving.server import GRPC_PORT
-
-    if args.port is not None:
-        return args.port
-    why = grpc_api.missing()
-    if why is None:
-        return GRPC_PORT
-    if args.rest_api_port not in ("0", 0):
-        log.warning("tfxla serve: REST only, no gRPC on port %d: %s", GRPC_PORT, why)
-    return None
-
-
 def _options(args: argparse.Namespace) -> dict:
     from tfxla_plugin.serving.config import PROMETHEUS_PATH, parse_batching_parameters, parse_monitoring_config
 
@@ -55,13 +40,13 @@ def _options(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    log = logging.getLogger("tfxla_plugin.serving")
     from tfxla_plugin.serving.model import ModelLoadError
-    from tfxla_plugin.serving.server import serve
+    from tfxla_plugin.serving.server import IF_INSTALLED, serve
 
     try:
         return serve(args.dir, args.model_name, model_base_path=args.model_base_path,
-                     model_config_file=args.model_config_file, host=args.host, port=_grpc_port(args, log),
+                     model_config_file=args.model_config_file, host=args.host,
+                     port=IF_INSTALLED if args.port is None else args.port,
                      rest_api_port=args.rest_api_port, file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
                      shutdown_timeout_s=args.shutdown_timeout, header_timeout_s=args.header_timeout,
                      max_headers=args.max_headers, max_header_bytes=args.max_header_bytes, **_options(args))

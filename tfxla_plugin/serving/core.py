@@ -1,4 +1,4 @@
-"""The serving core both APIs (REST: ``app``, gRPC: ``grpc_api``) answer through: options, worker pool, batchers, counters.
+"""The serving core both APIs (REST: ``app``, gRPC: ``grpc_api``) answer through: options, pool, batchers, counters.
 
 A request acquires a ``manager.Servable`` (a model version) from the ``ModelManager`` for as long as it
 runs, and its signature call runs through that version's ``Batcher`` (``--enable_batching``) or

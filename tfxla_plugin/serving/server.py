@@ -29,6 +29,7 @@ from tfxla_plugin.serving.limits import HeadLimitedH11Protocol, HeadLimits
 log = logging.getLogger("tfxla_plugin.serving")
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 GRPC_PORT, REST_PORT = 8500, 8501
+IF_INSTALLED = "if installed"  # ``port``: 8500 where the gRPC packages are installed, else no gRPC (a warning)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -156,8 +157,9 @@ def serve(model_dir=None, model_name: str = "default", *, model_base_path=None, 
 
     The models: ``model_dir`` (one SavedModel, version 1), ``model_base_path`` (numbered versions) or
     ``model_config_file`` (TF Serving's text format), exactly one of them (``config.model_configs``).
-    ``port``: gRPC (None: off; needs grpcio and tensorflow-serving-api), ``rest_api_port``: REST
-    (0: off, as in TF Serving); ``"auto"`` picks a free port for either (and 0 does for gRPC). ``header_timeout_s``, ``max_headers`` and ``max_header_bytes``
+    ``port``: gRPC (None: off; ``IF_INSTALLED``: 8500 if grpcio and tensorflow-serving-api are installed,
+    else off with a warning), ``rest_api_port``: REST (0: off, as in TF Serving); ``"auto"`` picks a
+    free port for either (and 0 does for gRPC). ``header_timeout_s``, ``max_headers`` and ``max_header_bytes``
     bound each REST request head (``limits.HeadLimits``: 408 / 431); ``options`` are
     ``core.ServeOptions``' fields (batching, num_workers, jit, ...).
     """
@@ -165,11 +167,17 @@ def serve(model_dir=None, model_name: str = "default", *, model_base_path=None, 
     serve_options = ServeOptions.of(**options)
     configs = serving_config.model_configs(model_dir, model_name, model_base_path, model_config_file)
     rest_off = rest_api_port != "auto" and _port(rest_api_port) == 0
+    why = None
+    if port == IF_INSTALLED:
+        why = grpc_api.missing()
+        port = None if why else GRPC_PORT
+    elif port is not None and grpc_api.missing():
+        raise ValueError(f"--port {port}: {grpc_api.missing()}")
     if port is None and rest_off:
-        raise ValueError("nothing to serve on: no gRPC port and --rest_api_port 0 (REST off)")
-    why = grpc_api.missing() if port is not None else None
+        raise ValueError("nothing to serve on: --rest_api_port 0 turns REST off, and no gRPC"
+                         + (f": {why}" if why else ""))
     if why:
-        raise ValueError(f"--port {port}: {why}")
+        log.warning("tfxla serve: REST only, no gRPC on port %d: %s", GRPC_PORT, why)
     grpc_port = None if port is None else _port(port)
     rest_sock = None if rest_off else bind(host, _port(rest_api_port))  # first: a busy port fails fast
     try:
