@@ -9,8 +9,12 @@ connection times out), counts no headers, and bounds the head only through h11's
 * caps: a head with more than ``max_headers`` header lines or more than ``max_header_bytes`` bytes
   is answered 431 and the connection closed.
 
-Answers are ``{"error": "..."}`` like the app's own. ``server.uvicorn_config`` selects this
-protocol whatever HTTP implementation uvicorn would pick by itself.
+Answers are ``{"error": "..."}`` like the app's own. A refused connection is closed the way HTTP
+servers close lingering connections: the answer, then end-of-file (the client sees the connection
+closed), then what the client still sends is read and dropped for up to ``LINGER_S`` before the socket
+closes, since closing a socket with unread data in it resets the connection, and a reset can destroy
+the answer before the client reads it. ``server.uvicorn_config`` selects this protocol whatever HTTP
+implementation uvicorn would pick by itself.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 log = logging.getLogger("tfxla_plugin.serving")
 
 _HEAD_END = re.compile(rb"\r?\n\r?\n")  # the blank line ending a head (h11 also accepts bare LF)
+LINGER_S = 2.0  # how long a refused connection's further bytes are read and dropped before it closes
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class HeadLimitedH11Protocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -76,6 +82,11 @@ class HeadLimitedH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
         super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:  # lingering after a refusal: read and drop
+            return
+        super().data_received(data)
 
     def handle_events(self) -> None:
         # Runs on new data and when a response completes (a pipelined head may wait in h11's buffer).
@@ -118,4 +129,9 @@ class HeadLimitedH11Protocol(H11Protocol):
         head = (f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
                 f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode()
         self.transport.write(head + body)
-        self.transport.close()
+        self._refused = True
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self.loop.call_later(LINGER_S, self.transport.close)
+        else:
+            self.transport.close()
