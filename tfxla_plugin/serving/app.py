@@ -140,7 +140,8 @@ class RestApi:
     async def endpoint(self, request: Request) -> Response:
         m = _MODEL_PATH.fullmatch(request.path_params["path"])
         name = m.group("name") if m else ""
-        api = "predict" if m and m.group("verb") == "predict" else _APIS.get(m and m.group("sub"), "other")
+        api = "other" if m is None or m.group("verb") not in (None, "predict") else (
+            "predict" if m.group("verb") else _APIS[m.group("sub")])
         started = self.core.begin(name, api)
         try:
             if m is None:
