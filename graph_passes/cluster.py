@@ -16,7 +16,10 @@ Invariants of the result:
 - clusters smaller than ``min_cluster_size`` (``Const``, ``Identity``, ``IdentityN``, ``Snapshot`` and
   ``StopGradient`` count 0, as in XLA) are dissolved; ``must_compile`` lowers the minimum to 1;
 - clusters are named ``cluster_0, cluster_1, ...`` by the GraphDef position of their first node;
-- every refused merge is recorded with its reason, every node left out carries one.
+- every refused merge is recorded with its reason, every node left out carries one;
+- a TensorList (a variant tensor) never crosses a cluster boundary: when a list's producer and a consumer
+  end up apart, or a fetch reads a list, every clustered node that list connects (through list edges)
+  is left out and the clustering reruns (``_split_lists``), so its ops stay in TensorFlow together.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from graph_passes._graph import GraphIndex, device_key
+from hlo.lowering.tensor_names import parse_tensor, tensor
 
 ZERO_COST_OPS = frozenset({"Const", "Identity", "IdentityN", "Snapshot", "StopGradient"})
 MAX_ROUNDS = 25
@@ -281,9 +285,57 @@ class _Clusterer:
         return Clustering(clusters, cluster_of, excluded, refused, self.merges)
 
 
-def cluster_nodes(marking, options: ClusterOptions = ClusterOptions()) -> Clustering:
-    """Group the compilable nodes of ``marking`` (from ``mark.mark_compilable``) into clusters."""
-    return _Clusterer(marking, options).run(marking)
+DT_VARIANT = 21
+
+
+def _split_lists(marking, clustering: Clustering, index: GraphIndex, fetches) -> dict[str, str]:
+    """Clustered nodes to leave out -> why: those a list edge crossing a cluster boundary connects."""
+    rep = {n.name: n.name for n in index.nodes}
+
+    def find(x: str) -> str:
+        while rep[x] != x:
+            rep[x] = rep[rep[x]]
+            x = rep[x]
+        return x
+
+    crossing: dict[str, str] = {}  # component root -> why
+    where = clustering.cluster_of.get
+    for n in index.nodes:
+        for e in index.data_in[n.name]:
+            t = tensor(e.producer, e.index)
+            info = marking.tensors.get(t)
+            if info is None or info.dtype != DT_VARIANT:
+                continue
+            rep[find(e.producer)] = find(n.name)
+            if where(e.producer) != where(n.name):
+                outside = n.name if where(e.producer) else e.producer
+                how = "is in another cluster" if where(outside) else "stays in TensorFlow"
+                crossing[n.name] = f"TensorList '{t}' would cross a cluster boundary ('{outside}' {how})"
+    for f in fetches:
+        ref = parse_tensor(f) if not f.startswith("^") else None
+        info = marking.tensors.get(str(ref)) if ref is not None else None
+        if info is not None and info.dtype == DT_VARIANT and where(ref.node):
+            crossing[ref.node] = f"TensorList '{ref}' is fetched, and a list cannot leave compiled code"
+    why = {find(n): reason for n, reason in crossing.items()}
+    return {n: f"{why[find(n)]}: the ops of that list stay in TensorFlow together"
+            for n in clustering.cluster_of if find(n) in why}
+
+
+def cluster_nodes(marking, options: ClusterOptions = ClusterOptions(), fetches=()) -> Clustering:
+    """Group the compilable nodes of ``marking`` (from ``mark.mark_compilable``) into clusters;
+    ``fetches`` (tensor names) are what the caller reads, so no TensorList among them is clustered."""
+    from graph_passes.mark import Marking, NodeVerdict
+
+    index = GraphIndex(marking.graph_def.node)
+    for _ in range(MAX_ROUNDS):
+        clustering = _Clusterer(marking, options).run(marking)
+        split = _split_lists(marking, clustering, index, fetches)
+        if not split:
+            return clustering
+        verdicts = {n: NodeVerdict(n, v.op, False, split[n], v.device) if n in split else v
+                    for n, v in marking.verdicts.items()}
+        marking = Marking(marking.graph_def, verdicts, marking.tensors, marking.constants)
+    return clustering
 
 
 __all__ = ["Cluster", "ClusterOptions", "Clustering", "RefusedMerge", "ZERO_COST_OPS", "cluster_nodes", "op_cost"]

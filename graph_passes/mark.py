@@ -6,8 +6,13 @@ after our own rules, in this order (the first that applies gives the reason):
 
 1. the node is placed on a device that is not a CPU, or lies on a cycle (v1 control flow);
 2. op types that always stay in TensorFlow: ``NEVER_COMPILED`` (variable reads/writes, Placeholder,
-   NoOp, Print/Assert, stateful random ops), any other stateful random op, TensorArray/TensorList ops;
-3. a string, variant or resource input or output (resource handles themselves included);
+   NoOp, Print/Assert, stateful random ops), any other stateful random op, TensorArray (v1) ops and
+   TensorList ops without a lowering;
+3. a string, variant or resource input or output (resource handles themselves included), except the
+   variant TensorLists of ops whose lowering takes lists (the TensorList ops, While/If/Case, Identity:
+   ``hlo/lowering/lists.py``); a list must have a static element shape when it enters a loop or branch
+   and a bounded size (``list_problems``); clustering keeps every list inside one cluster
+   (``cluster.py``);
 4. ``can_lower`` (op type, dtypes, must-be-constant inputs);
 5. a node calling a function (If/While/Case bodies) containing a node rules 2-4 refuse;
 6. an input or output without a static shape ("dynamic shape").
@@ -30,7 +35,7 @@ from typing import Mapping, Sequence
 
 from graph_passes._graph import GraphIndex, device_type, is_stub
 from hlo.lowering import tf_types
-from hlo.lowering.registry import NEVER_COMPILED, can_lower
+from hlo.lowering.registry import NEVER_COMPILED, can_lower, rule_for
 from hlo.lowering.tensor_names import tensor
 
 SHAPE_OPS = frozenset({"Shape", "Size", "Rank", "ShapeN"})
@@ -114,9 +119,21 @@ def op_rule(node) -> str | None:
         return "stateful random op: results depend on hidden RNG state, so it stays in TensorFlow"
     if op in _SIDE_EFFECTS:
         return "side effect (printing, assertion, summary) must happen in TensorFlow"
-    if op.startswith(("TensorArray", "TensorList")):
-        return "TensorArray/TensorList op: its variant-typed state stays in TensorFlow"
+    if op.startswith(("TensorArray", "TensorList")) and not _takes_lists(op):
+        return f"{op} has no lowering: its variant-typed TensorArray/TensorList state stays in TensorFlow"
     return None
+
+
+def _takes_lists(op: str) -> bool:
+    rule = rule_for(op)
+    return rule is not None and rule.lists
+
+
+def _state_reason(op: str, kind: str) -> str | None:
+    """Why a ``kind`` (string/variant/resource) tensor at a node of type ``op`` keeps it in TensorFlow."""
+    if kind == "variant" and _takes_lists(op):
+        return None
+    return _STATE_REASONS[kind]
 
 
 def _attr_state_dtype(node) -> str | None:
@@ -153,7 +170,7 @@ def body_problem(node, library: Mapping, seen: set[str] | None = None) -> str | 
             if inner.op == "NoOp":
                 continue
             state = _attr_state_dtype(inner)
-            reason = (op_rule(inner) or (_STATE_REASONS[state] if state else None) or can_lower(inner).reason
+            reason = (op_rule(inner) or (_state_reason(inner.op, state) if state else None) or can_lower(inner).reason
                       or body_problem(inner, library, seen))
             if reason:
                 return f"calls function '{fname}', whose node '{inner.name}' ({inner.op}) cannot be compiled: {reason}"
@@ -220,6 +237,7 @@ class _Marker:
         self.library = {f.signature.name: f for f in graph_def.library.function}
         self.constants: set[str] = set()
         self.in_cycle = {n for comp in self.index.strongly_connected() for n in comp}
+        self.list_problems: dict[str, str] = {}
 
     def inputs(self, name: str) -> list[tuple[str, TensorInfo | None]]:
         return [(tensor(e.producer, e.index), self.infos.get(tensor(e.producer, e.index)))
@@ -252,8 +270,10 @@ class _Marker:
         for t, info in ports:
             if info is not None and info.dtype in _STATE_DTYPES:
                 kind = _STATE_DTYPES[info.dtype]
-                return f"{kind} tensor '{t}': {_STATE_REASONS[kind]}"
-        problem = self.lowerable(node) or body_problem(node, self.library)
+                state = _state_reason(node.op, kind)
+                if state:
+                    return f"{kind} tensor '{t}': {state}"
+        problem = self.list_problems.get(node.name) or self.lowerable(node) or body_problem(node, self.library)
         if problem:
             return problem
         for t, info in ports:
@@ -287,6 +307,35 @@ def _stateless(op: str) -> bool:
     return op_def is not None and not op_def.is_stateful
 
 
+_LIST_CREATORS = frozenset({"TensorListReserve", "EmptyTensorList"})
+
+
+def list_problems(graph) -> dict[str, str]:
+    """Nodes creating a TensorList that cannot be lowered -> why: an unbounded ``EmptyTensorList``
+    (``max_num_elements`` -1), or a list of unknown element shape that enters a loop or branch (its
+    buffer's shape must be fixed before the loop; outside loops the first write fixes it)."""
+    from tensorflow.python.framework import tensor_util
+
+    out = {}
+    for op in graph.get_operations():
+        if op.type not in _LIST_CREATORS:
+            continue
+        if op.type == "EmptyTensorList":
+            bound = tensor_util.constant_value(op.inputs[1])
+            if bound is not None and int(bound) < 0:
+                out[op.name] = (f"EmptyTensorList '{op.name}' has no max_num_elements (an unbounded list): XLA "
+                                "needs a bound on the list's size, so it stays in TensorFlow")
+                continue
+        shape = tensor_util.constant_value(op.inputs[0])
+        known = shape is not None and shape.ndim == 1 and all(int(d) >= 0 for d in shape)
+        enters = [c for c in op.outputs[0].consumers() if c.type in _FUNCTIONAL_OK]
+        if not known and enters:
+            out[op.name] = (f"TensorList '{op.name}' has an unknown element shape and enters '{enters[0].name}' "
+                            f"({enters[0].type}): XLA needs the element shape before the loop or branch (give the "
+                            "TensorArray an element_shape), so the list stays in TensorFlow")
+    return out
+
+
 def mark_compilable(graph_def, *, resource_shapes: Mapping[str, tuple[int, Sequence[int]]] | None = None,
                     input_shapes: Mapping[str, Sequence[int]] | None = None, graph=None) -> Marking:
     """A verdict for every node of ``graph_def`` (see the module docstring for the rules).
@@ -297,6 +346,7 @@ def mark_compilable(graph_def, *, resource_shapes: Mapping[str, tuple[int, Seque
     """
     graph = graph if graph is not None else analysis_graph(graph_def, resource_shapes, input_shapes)
     marker = _Marker(graph_def, tensor_infos(graph))
+    marker.list_problems = list_problems(graph)
     ordered, rest = marker.index.topological_order()
     for name in ordered:  # producers first, so constants are known before their consumers ask
         marker.update_constants(marker.index.by_name[name])
@@ -307,5 +357,5 @@ def mark_compilable(graph_def, *, resource_shapes: Mapping[str, tuple[int, Seque
     return Marking(graph_def, verdicts, marker.infos, frozenset(marker.constants))
 
 
-__all__ = ["Marking", "NodeVerdict", "TensorInfo", "analysis_graph", "body_problem", "mark_compilable", "op_rule",
-           "tensor_infos"]
+__all__ = ["Marking", "NodeVerdict", "TensorInfo", "analysis_graph", "body_problem", "list_problems", "mark_compilable",
+           "op_rule", "tensor_infos"]

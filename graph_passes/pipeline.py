@@ -23,6 +23,7 @@ from graph_passes.cluster import ZERO_COST_OPS, ClusterOptions, Clustering, Refu
 from graph_passes.extract import ClusterSpec, extract_clusters
 from graph_passes.forward_variables import forward_variables
 from graph_passes.inline import inline_calls
+from graph_passes.loop_reads import hoist_loop_reads
 from graph_passes.mark import Marking, mark_compilable
 from graph_passes.rewrite import LaunchSpec, RewriteResult, dead_clusters, live_nodes, rewrite_clusters, standard_attrs
 from hlo.lowering.tensor_names import control
@@ -130,12 +131,12 @@ def analyze(graph_def, fetches: Sequence[str], options: ClusterOptions = Cluster
     ``input_shapes``: placeholder -> static dims used for shape inference only (the graph keeps its own).
     """
     inlined = inline_calls(graph_def, fetches)
-    graph, forwarded = inlined.graph_def, []
+    graph, forwarded = hoist_loop_reads(inlined.graph_def, resource_shapes).graph_def, []
     if forward:
         fwd = forward_variables(graph)
         graph, forwarded = fwd.graph_def, fwd.forwarded
     marking = mark_compilable(graph, resource_shapes=resource_shapes, input_shapes=input_shapes)
-    clustering = cluster_nodes(marking, options)
+    clustering = cluster_nodes(marking, options, fetches)
     clusters = extract_clusters(marking, clustering, fetches)
     result = ClusteringResult(graph_def, graph, list(fetches), options, marking, clustering, clusters,
                               inlined.inlined, inlined.skipped, forwarded, inlined.origins)

@@ -29,6 +29,7 @@ from hlo.ir import HloComputation, HloModule
 from hlo.lowering import tf_types
 from hlo.lowering.context import LoweringContext, NodeDefLike
 from hlo.lowering.errors import LoweringError, UnsupportedOpError
+from hlo.lowering.lists import ListValue
 from hlo.lowering.registry import can_lower, rule_for
 from hlo.lowering.tensor_names import canonical, data_inputs, parse_input, parse_tensor
 from hlo.lowering.tensor_names import tensor as tensor_name
@@ -140,7 +141,7 @@ class GraphLowering:
             if key not in self.values:
                 raise LoweringError(f"input '{inp}' is not produced by the graph", node.name, node.op, source)
             inputs.append(self.values[key])
-        dtypes = [array_shape(v.shape).dtype for v in inputs]
+        dtypes = [array_shape(v.shape).dtype for v in inputs if isinstance(v, Value)]  # not TensorLists
         verdict = can_lower(node, [tf_types.to_tf(t) for t in dtypes if t in _TF_TYPES])
         if not verdict:
             raise UnsupportedOpError(f"cannot compile: {verdict.reason}", node.name, node.op, verdict.dtype, source)
@@ -162,7 +163,7 @@ class GraphLowering:
         for inst in b.instructions[start:]:
             self._constant[inst.name] = inst.opcode not in _NOT_CONSTANT_OPCODES and all(
                 self._constant.get(o, False) for o in inst.operands)
-        outputs = [result] if isinstance(result, Value) else list(result)
+        outputs = [result] if isinstance(result, (Value, ListValue)) else list(result)
         for i, value in enumerate(outputs):
             self.values.setdefault(tensor_name(node.name, i), value)  # an output that is a cluster input stays one
 

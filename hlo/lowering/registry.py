@@ -55,6 +55,7 @@ class LoweringRule:
     dtypes: frozenset[PrimitiveType] | None
     type_attrs: tuple[str, ...]
     const_inputs: tuple[int, ...]
+    lists: bool = False  # the rule takes and returns TensorLists (variant tensors; hlo/lowering/lists.py)
 
 
 LOWERINGS: dict[str, LoweringRule] = {}
@@ -62,19 +63,20 @@ LOWERINGS: dict[str, LoweringRule] = {}
 
 def register_lowering(*op_types: str, dtypes: frozenset[PrimitiveType] | None = None,
                       type_attrs: Sequence[str] = ("T",),
-                      const_inputs: Sequence[int] = ()) -> Callable[[_R], _R]:
+                      const_inputs: Sequence[int] = (), lists: bool = False) -> Callable[[_R], _R]:
     """Register ``fn`` as the lowering of each op type.
 
     ``dtypes``: element types accepted for every attribute in ``type_attrs`` (None: any the rule handles).
     ``const_inputs``: indices of inputs whose values must be known at compile time (negative: counted
-    from the last data input, as for ConcatV2's trailing axis).
+    from the last data input, as for ConcatV2's trailing axis); ``lists``: the rule handles TensorLists
+    (``hlo/lowering/lists.py``), so a variant among its types is accepted.
     """
     def register(fn: _R) -> _R:
         for op in op_types:
             if op in LOWERINGS:
                 raise ValueError(f"duplicate lowering for {op}")
             LOWERINGS[op] = LoweringRule(op, fn, frozenset(dtypes) if dtypes is not None else None,
-                                         tuple(type_attrs), tuple(const_inputs))
+                                         tuple(type_attrs), tuple(const_inputs), lists)
         return fn
     return register
 
@@ -113,6 +115,8 @@ def can_lower(node: NodeDefLike, input_dtypes: Sequence[int] | None = None,
                    for t in (node.attr[a].list.type or [node.attr[a].type]) if t]
         if not checked and input_dtypes:
             checked = list(input_dtypes)
+        if rule.lists:
+            checked = [t for t in checked if t != tf_types.DT_VARIANT]
         for dt in checked:
             name = tf_types.tf_name(dt)
             try:

@@ -13,6 +13,8 @@ Two ways to use a body:
 * ``body_computation``: a computation taking one tuple parameter (the
   arguments) and returning a tuple (the results), or what ``finish`` makes of
   them; cached per (function, argument shapes, materialized constants, role).
+  A TensorList argument or result (``hlo/lowering/lists.py``) is two elements
+  of the flat tuple, its buffer and its length.
 * ``inline_body``: the body's instructions built straight into the caller's
   computation, its arguments bound to the caller's values (constant-ness flows
   through, so shapes computed inside a called function still fold).
@@ -35,8 +37,9 @@ from hlo.ir import HloComputation
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.errors import LoweringError, UnsupportedOpError
 from hlo.lowering.graph import GraphLowering, _hlo_name
+from hlo.lowering.lists import Item, ListSpec, ListValue, Slot, flat_shapes, flatten, slot_of
 from hlo.lowering.tensor_names import data_inputs, parse_tensor
-from hlo.shapes import ShapeLike, TupleShape, array_shape
+from hlo.shapes import TupleShape, array_shape
 
 SOURCE_SEP = "::"  # python_sources keys the nodes of function f as f"{f}::{node}"
 MATERIALIZE_LIMIT = 1024  # elements of a constant argument rebuilt inside a branch or loop computation
@@ -108,12 +111,12 @@ class FunctionLowering(GraphLowering):
     def source_of(self, node_name: str) -> tuple[str, int] | None:
         return self.sources.get(f"{self.function}{SOURCE_SEP}{node_name}")
 
-    def bind(self, i: int, value: Value, constant: bool = False) -> None:
-        self.values[self.body.args[i]] = value
-        if constant:
+    def bind(self, i: int, value: Item, constant: bool = False) -> None:
+        self.values[self.body.args[i]] = value  # type: ignore[assignment]  (a list is bound like a value)
+        if constant and isinstance(value, Value):
             self._constant[value.name] = True
 
-    def results(self, ctx: LoweringContext, role: str) -> list[Value]:
+    def results(self, ctx: LoweringContext, role: str) -> list[Item]:
         """Lower every result; errors say which function, and for which node, they come from.
 
         A stateful node no result depends on (a print, an assert, a variable write: TF runs it through the
@@ -152,7 +155,7 @@ def small_constants(ctx: LoweringContext, indices: Sequence[int]) -> dict[int, n
     out = {}
     for i in indices:
         v = ctx.inputs[i]
-        if ctx._lowering.is_constant(v) and ctx.shape(v).num_elements <= MATERIALIZE_LIMIT:
+        if isinstance(v, Value) and ctx._lowering.is_constant(v) and ctx.shape(v).num_elements <= MATERIALIZE_LIMIT:
             out[i] = ctx.const_input(i)
     return out
 
@@ -168,15 +171,25 @@ def _unique_name(ctx: LoweringContext, base: str) -> str:
     return name
 
 
-def body_computation(ctx: LoweringContext, body: FunctionBody, arg_shapes: Sequence[ShapeLike], role: str,
+@dataclass(frozen=True)
+class BodyComputation:
+    """A body built as a computation, with the boundary types of its results."""
+
+    computation: HloComputation
+    results: tuple[Slot, ...]
+    same_length: frozenset[int]  # list results whose length is the list argument's at the same index
+
+
+def body_computation(ctx: LoweringContext, body: FunctionBody, arg_slots: Sequence[Slot], role: str,
                      constants: dict[int, np.ndarray] | None = None,
-                     finish: Callable[[ComputationBuilder, list[Value]], Value] | None = None) -> HloComputation:
-    """``body`` as a computation ``(tuple of arg_shapes) -> tuple of results`` (or ``finish(builder, results)``).
+                     finish: Callable[[ComputationBuilder, list[Item]], Value] | None = None) -> BodyComputation:
+    """``body`` as a computation ``(flat tuple of arg_slots) -> flat tuple of results`` (or
+    ``finish(builder, results)``).
 
     ``constants``: argument index -> its value, rebuilt as a constant instead of read from the parameter.
     """
     constants = constants or {}
-    key = (role, body.name, tuple(str(s) for s in arg_shapes),
+    key = (role, body.name, tuple(str(s) for s in arg_slots),
            tuple((i, str(constants[i].dtype), constants[i].tobytes()) for i in sorted(constants)))
     cache = ctx._lowering.shared.setdefault("function_computations", {})
     if key in cache:
@@ -185,24 +198,36 @@ def body_computation(ctx: LoweringContext, body: FunctionBody, arg_shapes: Seque
     cb = fl.builder
     glue = ctx.b.metadata  # parameter, tuple plumbing and predicate conversion belong to the calling node
     cb.metadata = glue
-    param = cb.parameter(TupleShape(tuple(arg_shapes)), name="args")
-    for i, shape in enumerate(arg_shapes):
+    param = cb.parameter(TupleShape(tuple(flat_shapes(arg_slots))), name="args")
+    k = 0
+    for i, slot in enumerate(arg_slots):
         cb.name_hint = _hlo_name(body.arg_names[i])
+        if isinstance(slot, ListSpec):
+            buffer, length = (cb.get_tuple_element(param, index=k + j) for j in range(2))
+            fl.bind(i, ListValue(slot.dtype, slot.max_size, slot.element_dims, buffer, length))
+            k += 2
+            continue
         if i in constants:
-            fl.bind(i, cb.constant(constants[i], array_shape(shape).dtype), constant=True)
+            fl.bind(i, cb.constant(constants[i], array_shape(slot).dtype), constant=True)
         else:
-            fl.bind(i, cb.get_tuple_element(param, index=i))
+            fl.bind(i, cb.get_tuple_element(param, index=k))
+        k += 1
     cb.name_hint, cb.metadata = None, None
     results = fl.results(ctx, role)
     cb.name_hint, cb.metadata = None, glue
-    root = finish(cb, results) if finish is not None else cb.tuple(*results)
+    slots = tuple(slot_of(r, lambda msg, j=j: ctx.error(f"result {j} of {role} function '{body.name}': {msg}"))
+                  for j, r in enumerate(results))
+    root = finish(cb, results) if finish is not None else cb.tuple(*flatten(results))
     comp = cb.build(root)
     ctx._lowering.shared["builders"].append(cb)
-    cache[key] = comp
-    return comp
+    same = frozenset(j for j, r in enumerate(results[:len(arg_slots)]) if isinstance(r, ListValue)
+                     and isinstance(arg := fl.values[body.args[j]], ListValue) and arg.length.name == r.length.name)
+    built = BodyComputation(comp, slots, same)
+    cache[key] = built
+    return built
 
 
-def inline_body(ctx: LoweringContext, body: FunctionBody, operands: Sequence[Value]) -> list[Value]:
+def inline_body(ctx: LoweringContext, body: FunctionBody, operands: Sequence[Item]) -> list[Item]:
     """The results of ``body`` applied to ``operands``, built into the caller's computation."""
     fl = FunctionLowering(ctx._lowering, body, ctx.b.name, inline=True)
     for i, v in enumerate(operands):

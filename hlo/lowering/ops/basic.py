@@ -16,7 +16,7 @@ def const(ctx: LoweringContext) -> Value:
     return ctx.constant(value, ctx.dtype_attr("dtype"))
 
 
-@register_lowering("Identity", "StopGradient", "PreventGradient", "Snapshot", dtypes=tf_types.ALL)
+@register_lowering("Identity", "StopGradient", "PreventGradient", "Snapshot", dtypes=tf_types.ALL, lists=True)
 def identity(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return x

@@ -3,7 +3,13 @@
 * ``If``/``StatelessIf`` -> ``conditional`` on a pred; ``Case``/``StatelessCase`` -> ``conditional`` with
   ``branch_computations`` (an index outside [0, N) runs the last branch, in TF and XLA alike).
 * ``While``/``StatelessWhile`` -> ``while``; loop-carried shapes and dtypes must stay the same
-  (``parallel_iterations`` means nothing here).
+  (``parallel_iterations`` means nothing here). The condition may read any computed value, so a
+  data-dependent trip count compiles.
+
+A TensorList operand or result (``hlo/lowering/lists.py``) crosses the boundary as two tuple elements
+(buffer, length); a list's buffer shape must stay the same through a loop, and a list result whose
+length the body leaves unchanged keeps the length the list entered with (often a compile-time
+constant, so a ``TensorListStack`` after the loop knows how many elements it stacks).
 * ``PartitionedCall``/``StatefulPartitionedCall`` -> the called body, inlined.
 * ``ToBool``: the predicate conversion If and While apply, as an op.
 
@@ -23,11 +29,11 @@ import numpy as np
 from hlo.attributes import ComparisonDirection
 from hlo.builder import ComputationBuilder, Value
 from hlo.dtypes import PrimitiveType as P
-from hlo.ir import HloComputation
 from hlo.lowering import tf_types
 from hlo.lowering.context import LoweringContext
-from hlo.lowering.ops._function_body import (FunctionBody, body_computation, check_arity, function_body,
-                                             inline_body, small_constants)
+from hlo.lowering.lists import Item, ListValue, Slot, flat_shapes, flatten, slot_compatible, slot_of, unflatten
+from hlo.lowering.ops._function_body import (BodyComputation, FunctionBody, body_computation, check_arity,
+                                             function_body, inline_body, small_constants)
 from hlo.lowering.registry import register_lowering
 from hlo.opcodes import Opcode
 from hlo.shapes import array_shape, tuple_shape
@@ -50,38 +56,43 @@ def to_bool(b: ComputationBuilder, v: Value, fail: Callable[[str], Exception]) -
     return b.compare(v, zero, direction=ComparisonDirection.NE)
 
 
-def _unpack(ctx: LoweringContext, tup: Value, n: int) -> list[Value]:
-    return [ctx.b.get_tuple_element(tup, index=i) for i in range(n)]
+def _slots(ctx: LoweringContext, items: Sequence[Item]) -> list[Slot]:
+    return [slot_of(v, lambda msg, i=i: ctx.error(f"input {i}: {msg}")) for i, v in enumerate(items)]
 
 
-def _branch_results(ctx: LoweringContext, comps: Sequence[HloComputation], bodies: Sequence[FunctionBody]) -> None:
+def _unpack(ctx: LoweringContext, tup: Value, slots: Sequence[Slot]) -> list[Item]:
+    n = len(flat_shapes(slots))
+    return unflatten(slots, [ctx.b.get_tuple_element(tup, index=i) for i in range(n)])
+
+
+def _branch_results(ctx: LoweringContext, built: Sequence[BodyComputation], bodies: Sequence[FunctionBody]) -> None:
     """Every branch must return the same static shapes (TF allows them to differ, XLA does not)."""
-    first = comps[0].program_shape.result
-    for comp, body in zip(comps[1:], bodies[1:]):
-        result = comp.program_shape.result
-        for i, (a, r) in enumerate(zip(tuple_shape(first).elements, tuple_shape(result).elements)):
-            if not a.compatible(r):
+    first = built[0].results
+    for b, body in zip(built[1:], bodies[1:]):
+        for i, (a, r) in enumerate(zip(first, b.results)):
+            if not slot_compatible(a, r):
                 raise ctx.error(f"output {i} is {a.short()} in branch '{bodies[0].name}' but "
                                 f"{r.short()} in branch '{body.name}'; XLA needs every branch to return "
                                 "the same static shape")
 
 
-def _conditional(ctx: LoweringContext, selector: Value, function_names: Sequence[str], roles: Sequence[str]) -> list[Value]:
+def _conditional(ctx: LoweringContext, selector: Value, function_names: Sequence[str], roles: Sequence[str]) -> list[Item]:
     operands = ctx.inputs[1:]
     bodies = [function_body(ctx, name) for name in function_names]
     n_out = len(bodies[0].rets)
     for body, role in zip(bodies, roles):
         check_arity(ctx, body, role, len(operands), n_out)
     constants = {i - 1: v for i, v in small_constants(ctx, range(1, len(ctx.inputs))).items()}
-    shapes = [v.shape for v in operands]
-    comps = [body_computation(ctx, body, shapes, role, constants) for body, role in zip(bodies, roles)]
-    _branch_results(ctx, comps, bodies)
-    state = ctx.b.tuple(*operands)
+    slots = _slots(ctx, operands)
+    built = [body_computation(ctx, body, slots, role, constants) for body, role in zip(bodies, roles)]
+    _branch_results(ctx, built, bodies)
+    comps = [b.computation for b in built]
+    state = ctx.b.tuple(*flatten(operands))
     if ctx.dtype(selector) is P.PRED:
         out = ctx.b.conditional(selector, state, state, true_computation=comps[0], false_computation=comps[1])
     else:
         out = ctx.b.conditional(selector, *([state] * len(comps)), branch_computations=comps)
-    return _unpack(ctx, out, n_out)
+    return _unpack(ctx, out, built[0].results)
 
 
 @register_lowering("ToBool", dtypes=tf_types.ALL)
@@ -89,15 +100,15 @@ def to_bool_op(ctx: LoweringContext) -> Value:
     return to_bool(ctx.b, ctx.inputs[0], ctx.error)
 
 
-@register_lowering("If", "StatelessIf", dtypes=tf_types.ALL, type_attrs=("Tin", "Tout"))
-def if_(ctx: LoweringContext) -> list[Value]:
+@register_lowering("If", "StatelessIf", dtypes=tf_types.ALL, type_attrs=("Tin", "Tout"), lists=True)
+def if_(ctx: LoweringContext) -> list[Item]:
     pred = to_bool(ctx.b, ctx.inputs[0], ctx.error)
     return _conditional(ctx, pred, [ctx.attr_func("then_branch"), ctx.attr_func("else_branch")],
                         ["then_branch", "else_branch"])
 
 
-@register_lowering("Case", "StatelessCase", dtypes=tf_types.ALL, type_attrs=("Tin", "Tout"))
-def case(ctx: LoweringContext) -> list[Value]:
+@register_lowering("Case", "StatelessCase", dtypes=tf_types.ALL, type_attrs=("Tin", "Tout"), lists=True)
+def case(ctx: LoweringContext) -> list[Item]:
     index = ctx.inputs[0]
     if ctx.dtype(index) is not P.S32 or ctx.shape(index).rank:
         raise ctx.error(f"branch_index must be an int32 scalar, got {index.shape.short()}")
@@ -107,8 +118,8 @@ def case(ctx: LoweringContext) -> list[Value]:
     return _conditional(ctx, index, branches, [f"branch {i}" for i in range(len(branches))])
 
 
-@register_lowering("While", "StatelessWhile", dtypes=tf_types.ALL)
-def while_(ctx: LoweringContext) -> list[Value]:
+@register_lowering("While", "StatelessWhile", dtypes=tf_types.ALL, lists=True)
+def while_(ctx: LoweringContext) -> list[Item]:
     operands = list(ctx.inputs)
     n = len(operands)
     cond, body = function_body(ctx, ctx.attr_func("cond")), function_body(ctx, ctx.attr_func("body"))
@@ -116,25 +127,34 @@ def while_(ctx: LoweringContext) -> list[Value]:
     check_arity(ctx, body, "body", n, n)
     # A loop invariant that is a small compile-time constant stays one inside the loop (shape arguments).
     constants = small_constants(ctx, sorted(body.invariants()))
-    shapes = [v.shape for v in operands]
-    body_comp = body_computation(ctx, body, shapes, "body", constants)
-    for i, (before, after) in enumerate(zip(shapes, tuple_shape(body_comp.program_shape.result).elements)):
-        if not before.compatible(after):
+    slots = _slots(ctx, operands)
+    built = body_computation(ctx, body, slots, "body", constants)
+    for i, (before, after) in enumerate(zip(slots, built.results)):
+        if not slot_compatible(before, after):
             raise ctx.error(f"loop variable {i} ('{body.arg_names[i]}') enters the loop as "
                             f"{before.short()} but the body returns {after.short()}; XLA needs "
                             "loop-carried shapes and dtypes to stay the same on every iteration")
 
-    def finish(cb: ComputationBuilder, results: list[Value]) -> Value:
-        return to_bool(cb, results[0], lambda msg: ctx.error(
-            f"the loop condition '{cond.name}' returns {results[0].shape.short()}: {msg}"))
+    def finish(cb: ComputationBuilder, results: list[Item]) -> Value:
+        pred = results[0]
+        if not isinstance(pred, Value):
+            raise ctx.error(f"the loop condition '{cond.name}' returns a TensorList, not a predicate")
+        return to_bool(cb, pred, lambda msg: ctx.error(
+            f"the loop condition '{cond.name}' returns {pred.shape.short()}: {msg}"))
 
-    cond_comp = body_computation(ctx, cond, shapes, "cond", constants, finish=finish)
-    out = ctx.b.op(Opcode.WHILE, ctx.b.tuple(*operands), condition=cond_comp, body=body_comp)
-    return _unpack(ctx, out, n)
+    cond_comp = body_computation(ctx, cond, slots, "cond", constants, finish=finish).computation
+    out = ctx.b.op(Opcode.WHILE, ctx.b.tuple(*flatten(operands)), condition=cond_comp, body=built.computation)
+    results = _unpack(ctx, out, slots)
+    for i in built.same_length:  # the body never changes this list's length: it leaves the loop as it entered
+        before, after = operands[i], results[i]
+        assert isinstance(before, ListValue) and isinstance(after, ListValue)
+        results[i] = after.with_(length=before.length)
+    return results
 
 
-@register_lowering("PartitionedCall", "StatefulPartitionedCall", dtypes=tf_types.ALL, type_attrs=("Tin", "Tout"))
-def call(ctx: LoweringContext) -> list[Value]:
+@register_lowering("PartitionedCall", "StatefulPartitionedCall", dtypes=tf_types.ALL, type_attrs=("Tin", "Tout"),
+                   lists=True)
+def call(ctx: LoweringContext) -> list[Item]:
     body = function_body(ctx, ctx.attr_func("f"))
     check_arity(ctx, body, "called", len(ctx.inputs), None)
     return inline_body(ctx, body, ctx.inputs)

@@ -26,6 +26,7 @@ import numpy as np
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
 from hlo.lowering.context import LoweringContext
+from hlo.lowering.lists import ListValue, zeros_like_list
 from hlo.lowering.ops._elementwise_util import BOOL, clear_low_bits, std_max, std_min, zero_where
 from hlo.lowering.registry import Rule, register_lowering
 from hlo.lowering.tf_types import ALL, FLOATS, NUMERIC, SIGNED_INTS
@@ -103,14 +104,16 @@ def is_inf(ctx: LoweringContext) -> Value:
 
 
 def _fill_like(value: int) -> Rule:
-    def lower(ctx: LoweringContext) -> Value:
+    def lower(ctx: LoweringContext) -> Value | ListValue:
         (x,) = ctx.inputs
+        if isinstance(x, ListValue):  # ZerosLike of a TensorList (gradients): a list of zeros
+            return zeros_like_list(ctx, x)
         return ctx.full(value, x)
     return lower
 
 
 for _op, _value in {"ZerosLike": 0, "OnesLike": 1}.items():
-    register_lowering(_op, dtypes=ALL)(_fill_like(_value))
+    register_lowering(_op, dtypes=ALL, lists=_op == "ZerosLike")(_fill_like(_value))
 
 
 # --- activations ----------------------------------------------------------------------

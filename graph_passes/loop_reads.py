@@ -1,0 +1,186 @@
+"""Hoist a loop's read-only variable reads out of the loop, so the loop can be compiled.
+
+A ``While`` that uses a variable (Keras's recurrent layers read their kernels in the loop body) takes the
+variable's resource handle as a loop variable, and a resource cannot enter compiled code. When the loop
+only reads the variable, its value is the same on every iteration: ``hoist_loop_reads`` gives the
+``While`` the value instead, read once just before the loop:
+
+- loop variable ``i`` qualifies when it is a resource whose variable's dtype and shape are known (a
+  ``VarHandleOp``, or a placeholder in ``resource_shapes``), every use of it in the body and the
+  condition is a ``ReadVariableOp`` of that dtype, and the body returns it unchanged; whatever read
+  the loop's output ``i`` (the handle, unchanged: a gradient's ``VariableShape``) reads the handle the
+  loop was given instead;
+- a new ``ReadVariableOp`` of the handle, with the ``While``'s control inputs (so it follows the writes
+  the loop followed, and the writes that follow the loop still follow it), becomes input ``i``;
+  ``T`` and ``output_shapes`` say the value's dtype and shape;
+- the body and condition become copies (``<name>_tfxla_reads``) whose argument ``i`` has that dtype and
+  whose reads are ``Identity`` nodes of the argument.
+
+A ``VariableShape`` of a handle whose variable's shape is known becomes a ``Const`` (a gradient's zeros
+of a variable's shape then have a static shape, and can be compiled).
+
+Runs after ``inline_calls`` (loops are then top-level nodes) and before ``forward_variables`` (whose
+rules then see the new read). Returns a new GraphDef; the one given is not modified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from hlo.lowering.tensor_names import control_inputs, data_inputs, parse_input
+
+DT_RESOURCE = 20
+READ = "ReadVariableOp"
+LOOPS = frozenset({"While", "StatelessWhile"})
+SUFFIX = "_tfxla_reads"
+
+
+@dataclass
+class HoistResult:
+    graph_def: object
+    hoisted: list[str] = field(default_factory=list)  # the new reads, one per hoisted loop variable
+
+
+def _variable(graph_def, by_name, handle: str, resource_shapes) -> tuple[int, tuple[int, ...]] | None:
+    ref = parse_input(handle)
+    node = by_name.get(ref.node)
+    if node is None or ref.output != 0:
+        return None
+    if node.op == "VarHandleOp":
+        shape = node.attr["shape"].shape
+        if shape.unknown_rank or any(d.size < 0 for d in shape.dim):
+            return None
+        return int(node.attr["dtype"].type), tuple(int(d.size) for d in shape.dim)
+    if node.op == "Placeholder" and resource_shapes and node.name in resource_shapes:
+        dtype, dims = resource_shapes[node.name]
+        return int(dtype), tuple(int(d) for d in dims)
+    return None
+
+
+def _users(fdef, arg: str) -> list:
+    """Body nodes using argument ``arg`` (a FunctionDef names an argument without an output index)."""
+    return [n for n in fdef.node_def if any(x in (arg, f"^{arg}") for x in n.input)]
+
+
+def _read_only(fdef, i: int, dtype: int, body: bool) -> bool:
+    arg = fdef.signature.input_arg[i].name
+    users = _users(fdef, arg)
+    if any(n.op != READ or n.attr["dtype"].type != dtype or data_inputs(n.input) != [arg] for n in users):
+        return False
+    if body:
+        out = fdef.signature.output_arg[i].name
+        return fdef.ret.get(out) == arg
+    return True
+
+
+def _retype(fdef, indices: Mapping[int, int]) -> None:
+    """In place: arguments ``indices`` (index -> dtype) become values; their reads become Identity."""
+    renamed = {}
+    for i, dtype in indices.items():
+        arg = fdef.signature.input_arg[i]
+        arg.type = dtype
+        if i in fdef.arg_attr:
+            del fdef.arg_attr[i]
+        for n in _users(fdef, arg.name):
+            n.op = "Identity"
+            n.ClearField("attr")
+            n.attr["T"].type = dtype
+            renamed[f"{n.name}:value:"] = f"{n.name}:output:"
+    if not renamed:
+        return
+
+    def rename(text: str) -> str:
+        for old, new in renamed.items():
+            if text.startswith(old):
+                return new + text[len(old):]
+        return text
+    for n in fdef.node_def:
+        n.input[:] = [rename(x) for x in n.input]
+    for key in list(fdef.ret):
+        fdef.ret[key] = rename(fdef.ret[key])
+
+
+def hoist_loop_reads(graph_def, resource_shapes: Mapping[str, tuple[int, Sequence[int]]] | None = None) -> HoistResult:
+    """See the module docstring."""
+    import tensorflow as tf
+
+    gd = type(graph_def)()
+    gd.CopyFrom(graph_def)
+    by_name = {n.name: n for n in gd.node}
+    library = {f.signature.name: f for f in gd.library.function}
+    result = HoistResult(gd)
+    new_nodes = []
+    for loop in list(gd.node):
+        if loop.op not in LOOPS:
+            continue
+        body, cond = library.get(loop.attr["body"].func.name), library.get(loop.attr["cond"].func.name)
+        if body is None or cond is None:
+            continue
+        types = list(loop.attr["T"].list.type)
+        hoist: dict[int, tuple[int, tuple[int, ...]]] = {}
+        for i, t in enumerate(types):
+            if t != DT_RESOURCE:
+                continue
+            var = _variable(gd, by_name, loop.input[i], resource_shapes)
+            if var and _read_only(body, i, var[0], True) and _read_only(cond, i, var[0], False):
+                hoist[i] = var
+        if not hoist:
+            continue
+        for fdef, attr in ((body, "body"), (cond, "cond")):
+            copy = gd.library.function.add()
+            copy.CopyFrom(fdef)
+            copy.signature.name = f"{fdef.signature.name}{SUFFIX}"
+            _retype(copy, {i: dtype for i, (dtype, _) in hoist.items()})
+            loop.attr[attr].func.name = copy.signature.name
+        _rewire(gd, loop, sorted(hoist))
+        controls = control_inputs(loop.input)
+        for i, (dtype, dims) in sorted(hoist.items()):
+            read = type(loop)()
+            read.name = f"{loop.name}/tfxla_read_{i}"
+            read.op = READ
+            read.input.extend([loop.input[i]] + list(controls))
+            read.attr["dtype"].type = dtype
+            if loop.device:
+                read.device = loop.device
+            new_nodes.append(read)
+            loop.input[i] = read.name
+            loop.attr["T"].list.type[i] = dtype
+            if "output_shapes" in loop.attr and i < len(loop.attr["output_shapes"].list.shape):
+                loop.attr["output_shapes"].list.shape[i].CopyFrom(tf.TensorShape(list(dims)).as_proto())
+            loop.attr.pop("_output_shapes", None)
+            result.hoisted.append(read.name)
+    gd.node.extend(new_nodes)
+    _fold_variable_shapes(gd, by_name, resource_shapes)
+    return result
+
+
+def _rewire(gd, loop, indices: Sequence[int]) -> None:
+    """Inputs reading output ``i`` of ``loop`` (a handle the body returns unchanged) read its input ``i``."""
+    outputs = {f"{loop.name}:{i}" if i else loop.name: loop.input[i] for i in indices}
+    outputs.update({f"{loop.name}:{i}": loop.input[i] for i in indices})
+    for n in gd.node:
+        n.input[:] = [outputs.get(x, x) for x in n.input]
+
+
+def _fold_variable_shapes(gd, by_name, resource_shapes) -> None:
+    import numpy as np
+    from tensorflow.python.framework import tensor_util
+
+    for n in gd.node:
+        if n.op != "VariableShape" or len(data_inputs(n.input)) != 1:
+            continue
+        var = _variable(gd, by_name, data_inputs(n.input)[0], resource_shapes)
+        if var is None:
+            continue
+        out_type = n.attr["out_type"].type or 3
+        value = np.asarray(var[1], np.int64 if out_type == 9 else np.int32)
+        controls = control_inputs(n.input)
+        n.op = "Const"
+        n.ClearField("attr")
+        n.attr["dtype"].type = out_type
+        n.attr["value"].tensor.CopyFrom(tensor_util.make_tensor_proto(value, shape=value.shape))
+        n.input[:] = controls
+
+
+__all__ = ["HoistResult", "hoist_loop_reads"]
