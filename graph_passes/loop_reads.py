@@ -74,12 +74,15 @@ def _read_only(fdef, i: int, dtype: int, body: bool) -> bool:
     return True
 
 
-def _retype(fdef, indices: Mapping[int, int]) -> None:
-    """In place: arguments ``indices`` (index -> dtype) become values; their reads become Identity."""
+def _retype(fdef, indices: Mapping[int, int], body: bool) -> None:
+    """In place: arguments ``indices`` (index -> dtype) become values (and so do the body's results at
+    those indices, which return them); their reads become Identity."""
     renamed = {}
     for i, dtype in indices.items():
         arg = fdef.signature.input_arg[i]
         arg.type = dtype
+        if body:
+            fdef.signature.output_arg[i].type = dtype
         if i in fdef.arg_attr:
             del fdef.arg_attr[i]
         for n in _users(fdef, arg.name):
@@ -131,7 +134,7 @@ def hoist_loop_reads(graph_def, resource_shapes: Mapping[str, tuple[int, Sequenc
             copy = gd.library.function.add()
             copy.CopyFrom(fdef)
             copy.signature.name = f"{fdef.signature.name}{SUFFIX}"
-            _retype(copy, {i: dtype for i, (dtype, _) in hoist.items()})
+            _retype(copy, {i: dtype for i, (dtype, _) in hoist.items()}, attr == "body")
             loop.attr[attr].func.name = copy.signature.name
         _rewire(gd, loop, sorted(hoist))
         controls = control_inputs(loop.input)

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
 import tensorflow as tf
+from tensorflow.python.eager import context
 from tensorflow.python.ops import resource_variable_ops
 
 from graph_passes.cluster import ClusterOptions
@@ -265,6 +266,12 @@ class GraphImporter:
         self.fetch_names = [t.name for t in graph.outputs]
         self.targets = [op.name for op in graph.control_outputs]
         self.graph_def = graph_def
+        # Functions the passes wrote (graph_passes/loop_reads.py's loop bodies) that TensorFlow has not seen:
+        # importing adds them to the graph, but the runtime finds a loop's body in the eager context.
+        ctx = context.context()
+        for fdef in graph_def.library.function:
+            if not ctx.has_function(fdef.signature.name):
+                ctx.add_function_def(fdef)
 
     def __call__(self, flat, extra_map=None) -> list:
         fg = tf.compat.v1.get_default_graph()

@@ -178,6 +178,12 @@ class GraphLowering:
             raise LoweringError(
                 f"input {i} ('{producer}') must be a compile-time constant, but its value depends on a "
                 f"cluster input", ctx.node.name, ctx.node.op, self.source_of(ctx.node.name))
+        return self.constant_value_of(value)
+
+    def constant_value_of(self, value: Value) -> np.ndarray:
+        """The value of ``value``, which must depend on no parameter (``is_constant``)."""
+        if not self.is_constant(value):
+            raise LoweringError(f"'{value.name}' is not a compile-time constant")
         if value.name not in self._const_cache:
             self._const_cache[value.name] = self._evaluate(value)
         return self._const_cache[value.name]

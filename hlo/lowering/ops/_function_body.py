@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from hlo.builder import ComputationBuilder, Value
+from hlo.dtypes import PrimitiveType
 from hlo.ir import HloComputation
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.errors import LoweringError, UnsupportedOpError
@@ -151,11 +152,14 @@ def check_arity(ctx: LoweringContext, body: FunctionBody, role: str, n_args: int
 
 
 def small_constants(ctx: LoweringContext, indices: Sequence[int]) -> dict[int, np.ndarray]:
-    """Values of those inputs ``indices`` that are compile-time constants of at most MATERIALIZE_LIMIT elements."""
+    """Values of those inputs ``indices`` that are compile-time constants of at most MATERIALIZE_LIMIT elements
+    (for a TensorList: its length, when that is a compile-time constant)."""
     out = {}
     for i in indices:
         v = ctx.inputs[i]
-        if isinstance(v, Value) and ctx._lowering.is_constant(v) and ctx.shape(v).num_elements <= MATERIALIZE_LIMIT:
+        if isinstance(v, ListValue) and ctx._lowering.is_constant(v.length):
+            out[i] = ctx._lowering.constant_value_of(v.length)
+        elif isinstance(v, Value) and ctx._lowering.is_constant(v) and ctx.shape(v).num_elements <= MATERIALIZE_LIMIT:
             out[i] = ctx.const_input(i)
     return out
 
@@ -189,7 +193,7 @@ def body_computation(ctx: LoweringContext, body: FunctionBody, arg_slots: Sequen
     ``constants``: argument index -> its value, rebuilt as a constant instead of read from the parameter.
     """
     constants = constants or {}
-    key = (role, body.name, tuple(str(s) for s in arg_slots),
+    key = (role, body.name, tuple(repr(s) if isinstance(s, ListSpec) else str(s) for s in arg_slots),
            tuple((i, str(constants[i].dtype), constants[i].tobytes()) for i in sorted(constants)))
     cache = ctx._lowering.shared.setdefault("function_computations", {})
     if key in cache:
@@ -204,7 +208,10 @@ def body_computation(ctx: LoweringContext, body: FunctionBody, arg_slots: Sequen
         cb.name_hint = _hlo_name(body.arg_names[i])
         if isinstance(slot, ListSpec):
             buffer, length = (cb.get_tuple_element(param, index=k + j) for j in range(2))
-            fl.bind(i, ListValue(slot.dtype, slot.max_size, slot.element_dims, buffer, length))
+            if i in constants:  # a list whose length is known: it stays known inside
+                length = cb.constant(constants[i], PrimitiveType.S32)
+                fl._constant[length.name] = True
+            fl.bind(i, ListValue(slot.dtype, slot.max_size, slot.element_dims, buffer, length, slot.uniform))
             k += 2
             continue
         if i in constants:

@@ -22,6 +22,7 @@ a tensor of any other rank when it has elements (known at compile time).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -31,7 +32,8 @@ from hlo.builder import ComputationBuilder, Value
 from hlo.dtypes import PrimitiveType as P
 from hlo.lowering import tf_types
 from hlo.lowering.context import LoweringContext
-from hlo.lowering.lists import Item, ListValue, Slot, flat_shapes, flatten, slot_compatible, slot_of, unflatten
+from hlo.lowering.lists import (ENTRY, Item, ListSpec, ListValue, Slot, after_loop, flat_shapes, flatten,
+                                slot_compatible, slot_of, unflatten)
 from hlo.lowering.ops._function_body import (BodyComputation, FunctionBody, body_computation, check_arity,
                                              function_body, inline_body, small_constants)
 from hlo.lowering.registry import register_lowering
@@ -118,6 +120,18 @@ def case(ctx: LoweringContext) -> list[Item]:
     return _conditional(ctx, index, branches, [f"branch {i}" for i in range(len(branches))])
 
 
+def _bound(slots: Sequence[Slot], as_entry: set[int]) -> list[Slot]:
+    """The loop body's argument types: a list whose elements are one known constant is bound with it
+    (unless in ``as_entry``), any other list as ``ENTRY`` (its elements unknown to the body)."""
+    out: list[Slot] = []
+    for i, s in enumerate(slots):
+        if isinstance(s, ListSpec):
+            keep = s.uniform is not None and s.uniform.kind == "value" and i not in as_entry
+            s = replace(s, uniform=s.uniform if keep else (ENTRY if s.uniform is not None else None))
+        out.append(s)
+    return out
+
+
 @register_lowering("While", "StatelessWhile", dtypes=tf_types.ALL, lists=True)
 def while_(ctx: LoweringContext) -> list[Item]:
     operands = list(ctx.inputs)
@@ -125,10 +139,20 @@ def while_(ctx: LoweringContext) -> list[Item]:
     cond, body = function_body(ctx, ctx.attr_func("cond")), function_body(ctx, ctx.attr_func("body"))
     check_arity(ctx, cond, "cond", n, 1)
     check_arity(ctx, body, "body", n, n)
-    # A loop invariant that is a small compile-time constant stays one inside the loop (shape arguments).
+    # A loop invariant that is a small compile-time constant stays one inside the loop (shape arguments;
+    # the length of a list the body returns unchanged).
     constants = small_constants(ctx, sorted(body.invariants()))
     slots = _slots(ctx, operands)
-    built = body_computation(ctx, body, slots, "body", constants)
+    as_entry: set[int] = set()
+    while True:  # a list bound with constant elements the body does not keep is rebound as ENTRY, once
+        bound = _bound(slots, as_entry)
+        built = body_computation(ctx, body, bound, "body", constants)
+        lost = {i for i, (b, r) in enumerate(zip(bound, built.results)) if isinstance(b, ListSpec)
+                and isinstance(r, ListSpec) and b.uniform is not None and b.uniform.kind == "value"
+                and r.uniform != b.uniform}
+        if not lost:
+            break
+        as_entry |= lost
     for i, (before, after) in enumerate(zip(slots, built.results)):
         if not slot_compatible(before, after):
             raise ctx.error(f"loop variable {i} ('{body.arg_names[i]}') enters the loop as "
@@ -142,13 +166,17 @@ def while_(ctx: LoweringContext) -> list[Item]:
         return to_bool(cb, pred, lambda msg: ctx.error(
             f"the loop condition '{cond.name}' returns {pred.shape.short()}: {msg}"))
 
-    cond_comp = body_computation(ctx, cond, slots, "cond", constants, finish=finish).computation
+    cond_comp = body_computation(ctx, cond, bound, "cond", constants, finish=finish).computation
     out = ctx.b.op(Opcode.WHILE, ctx.b.tuple(*flatten(operands)), condition=cond_comp, body=built.computation)
     results = _unpack(ctx, out, slots)
-    for i in built.same_length:  # the body never changes this list's length: it leaves the loop as it entered
-        before, after = operands[i], results[i]
-        assert isinstance(before, ListValue) and isinstance(after, ListValue)
-        results[i] = after.with_(length=before.length)
+    for i, (before, result) in enumerate(zip(operands, results)):
+        if not isinstance(before, ListValue) or not isinstance(result, ListValue):
+            continue
+        b, r = bound[i], built.results[i]
+        assert isinstance(b, ListSpec) and isinstance(r, ListSpec)
+        uniform = r.uniform if b.uniform is not None and b.uniform.kind == "value" else after_loop(before.uniform, r.uniform)
+        # a body that never changes this list's length: it leaves the loop as long as it entered
+        results[i] = result.with_(uniform=uniform, length=before.length if i in built.same_length else result.length)
     return results
 
 

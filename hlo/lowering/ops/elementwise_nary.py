@@ -14,14 +14,17 @@ from __future__ import annotations
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
 from hlo.lowering.context import LoweringContext
+from hlo.lowering.lists import ListValue, add_lists
 from hlo.lowering.ops._elementwise_util import std_max, std_min
 from hlo.lowering.registry import register_lowering
 from hlo.lowering.tf_types import ALL, FLOATS, NUMERIC, SIGNED_INTS
 from hlo.opcodes import Opcode
 
 
-@register_lowering("AddN", dtypes=NUMERIC)
-def add_n(ctx: LoweringContext) -> Value:
+@register_lowering("AddN", dtypes=NUMERIC, lists=True)
+def add_n(ctx: LoweringContext) -> Value | ListValue:
+    if any(isinstance(x, ListValue) for x in ctx.inputs):  # gradients summed over TensorLists
+        return add_lists(ctx, ctx.inputs)
     total, *rest = ctx.inputs
     for x in rest:
         total = ctx.binary(Opcode.ADD, total, x)

@@ -23,7 +23,7 @@ from hlo.builder import Value
 from hlo.dtypes import PrimitiveType
 from hlo.lowering import tf_types
 from hlo.lowering.context import LoweringContext
-from hlo.lowering.lists import ListValue
+from hlo.lowering.lists import NOTHING_WRITTEN, ListValue, after_write
 from hlo.lowering.ops._shape_util import combiner, slice_axis
 from hlo.lowering.registry import register_lowering
 
@@ -67,10 +67,15 @@ def _check_dtype(ctx: LoweringContext, lst: ListValue) -> None:
         raise ctx.error(f"the list holds {lst.dtype.value} but the node reads {want.value}")
 
 
+UNIFORM_LIMIT = 64  # elements of a constant list element that is tracked (lists.Uniform)
+
+
 def _read(ctx: LoweringContext, lst: ListValue, index: Value) -> Value:
-    """Element ``index`` (an s32 scalar) of ``lst``."""
+    """Element ``index`` (an s32 scalar) of ``lst``: a constant when every element is that constant."""
     buffer = _buffer(ctx, lst, "read")
     dims = ctx.dims(buffer)[1:]
+    if lst.uniform is not None and lst.uniform.kind == "value":
+        return ctx.constant(lst.uniform.array(lst.dtype, dims), lst.dtype)
     zero = ctx.scalar(0, P.S32)
     item = ctx.b.dynamic_slice(buffer, index, *([zero] * len(dims)), dynamic_slice_sizes=(1,) + dims)
     return ctx.reshape(item, dims)
@@ -87,7 +92,9 @@ def _write(ctx: LoweringContext, lst: ListValue, index: Value, item: Value) -> L
     buffer = lst.buffer if lst.buffer is not None else _zeros(ctx, lst.dtype, (lst.max_size,) + dims)
     zero = ctx.scalar(0, P.S32)
     updated = ctx.b.dynamic_update_slice(buffer, ctx.reshape(item, (1,) + dims), index, *([zero] * len(dims)))
-    return lst.with_(buffer=updated, element_dims=dims)
+    constant = (tuple(np.asarray(_value(ctx, item)).reshape(-1).tolist())
+                if ctx._lowering.is_constant(item) and ctx.shape(item).num_elements <= UNIFORM_LIMIT else None)
+    return lst.with_(buffer=updated, element_dims=dims, uniform=after_write(lst.uniform, constant))
 
 
 def _new_list(ctx: LoweringContext, dims: tuple[int, ...] | None, max_size: int, length: Value) -> ListValue:
@@ -110,7 +117,7 @@ def empty(ctx: LoweringContext) -> ListValue:
     if n < 0:
         raise ctx.error("EmptyTensorList without max_num_elements (an unbounded list) cannot be compiled: XLA "
                         "needs a bound on the list's size")
-    return _new_list(ctx, _element_shape(ctx, 0), n, ctx.scalar(0, P.S32))
+    return _new_list(ctx, _element_shape(ctx, 0), n, ctx.scalar(0, P.S32)).with_(uniform=NOTHING_WRITTEN)
 
 
 @register_lowering("TensorListFromTensor", **_LIST_OP)
@@ -211,7 +218,7 @@ def _scatter(ctx: LoweringContext, lst: ListValue, tensor: Value, indices: Value
     out = ctx.b.scatter(buffer, indices, tensor, update_window_dims=tuple(range(1, len(dims))),
                         inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), index_vector_dim=1,
                         to_apply=combiner(ctx, "replace", lst.dtype))
-    return lst.with_(buffer=out, element_dims=tuple(dims[1:]))
+    return lst.with_(buffer=out, element_dims=tuple(dims[1:]), uniform=None)
 
 
 @register_lowering("TensorListScatterIntoExistingList", **_LIST_OP)
@@ -234,4 +241,4 @@ def _known_length(ctx: LoweringContext, lst: ListValue) -> bool:
 
 
 def _value(ctx: LoweringContext, v: Value) -> np.ndarray:
-    return ctx._lowering._evaluate(v)
+    return ctx._lowering.constant_value_of(v)
