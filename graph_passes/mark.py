@@ -49,7 +49,8 @@ _STATEFUL_RANDOM = frozenset({
 })
 _SIDE_EFFECTS = frozenset({"Print", "PrintV2", "Assert", "ScalarSummary", "HistogramSummary", "ImageSummary",
                            "AudioSummaryV2", "WriteScalarSummary", "WriteHistogramSummary", "WriteSummary"})
-_FUNCTIONAL_OK = frozenset({"If", "While", "Case", "PartitionedCall", "StatefulPartitionedCall"})
+_FUNCTIONAL_OK = frozenset({"If", "While", "Case", "StatelessIf", "StatelessWhile", "StatelessCase", "PartitionedCall",
+                            "StatefulPartitionedCall"})
 _STATE_DTYPES = {tf_types.DT_STRING: "string", tf_types.DT_VARIANT: "variant", tf_types.DT_RESOURCE: "resource"}
 _STATE_REASONS = {
     "string": "string tensors stay in TensorFlow",
