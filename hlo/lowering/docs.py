@@ -89,6 +89,17 @@ def render() -> str:
                      f"{_family(rule)} |")
     lines += [
         "",
+        "## TensorLists",
+        "",
+        "A TensorList (a variant tensor: `tf.TensorArray`, Keras recurrent layers, while_v2 gradient accumulators)",
+        "is compiled as a buffer `[max_size, *element_shape]` and a length (`hlo/lowering/lists.py`, docs/design.md",
+        "§4); it needs a static element shape where it enters a loop or branch and a bounded size, and never",
+        "leaves its cluster. These rules take lists:",
+        "",
+        ", ".join(f"`{op}`" for op, rule in rules.items() if rule.lists) + ".",
+    ]
+    lines += [
+        "",
         "## Never compiled",
         "",
         "These op types always stay in TensorFlow; clustering reports the reason for each node it leaves out.",
