@@ -172,26 +172,59 @@ def keras_train_step(model, optimizer):
     return train_step
 
 
+def _train_case(model, optimizer, x, y) -> Case:
+    """A training-step ``Case`` of ``model``: one Keras train step, resettable to the initial weights."""
+    train_step = keras_train_step(model, optimizer)
+    initial = [v.numpy() for v in model.variables]
+    variables = list(model.variables) + list(optimizer.variables)
+    optimizer_initial = [v.numpy() for v in optimizer.variables]
+
+    def reset() -> None:
+        for v, value in zip(model.variables, initial):
+            v.assign(value)
+        for v, value in zip(optimizer.variables, optimizer_initial):
+            v.assign(value)
+
+    return Case(train_step, [_t(x), _t(y)], reset=reset, state=variables, scaled=True)
+
+
 def mlp_train_step(batch: int) -> Callable[[], Case]:
     def build() -> Case:
         import keras
 
-        model = mlp_model()
-        optimizer = keras.optimizers.SGD(learning_rate=0.01)
-        train_step = keras_train_step(model, optimizer)
+        r = _rng()
+        x = r.standard_normal((batch, 784)).astype(np.float32)
+        y = r.integers(0, 10, batch).astype(np.int32)
+        return _train_case(mlp_model(), keras.optimizers.SGD(learning_rate=0.01), x, y)
+    return build
 
-        initial = [v.numpy() for v in model.variables]
 
-        def reset() -> None:
-            for v, value in zip(model.variables, initial):
-                v.assign(value)
-            optimizer.iterations.assign(0)
+LSTM_FEATURES = 32
+
+
+def lstm_model(steps: int, units: int):
+    import keras
+
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((steps, LSTM_FEATURES)), keras.layers.LSTM(units), keras.layers.Dense(10)])
+
+
+def lstm(batch: int, steps: int, units: int) -> Callable[[], Case]:
+    def build() -> Case:
+        model = lstm_model(steps, units)
+        x = _rng().standard_normal((batch, steps, LSTM_FEATURES)).astype(np.float32)
+        return Case(lambda x: model(x, training=False), [_t(x)], scaled=True)
+    return build
+
+
+def lstm_train_step(batch: int, steps: int, units: int) -> Callable[[], Case]:
+    def build() -> Case:
+        import keras
 
         r = _rng()
-        x = _t(r.standard_normal((batch, 784)).astype(np.float32))
-        y = _t(r.integers(0, 10, batch).astype(np.int32))
-        return Case(train_step, [x, y], reset=reset, state=list(model.variables) + [optimizer.iterations],
-                    scaled=True)
+        x = r.standard_normal((batch, steps, LSTM_FEATURES)).astype(np.float32)
+        y = r.integers(0, 10, batch).astype(np.int32)
+        return _train_case(lstm_model(steps, units), keras.optimizers.Adam(learning_rate=1e-3), x, y)
     return build
 
 
@@ -209,4 +242,6 @@ ROWS = [
     Row("MobileNetV2 224 batch 8", application("MobileNetV2", 224, 8), heavy=True),
     Row("ResNet50 224 batch 1", application("ResNet50", 224, 1), heavy=True),
     Row("MLP train step SGD batch 64", mlp_train_step(64)),
+    Row("LSTM 256 units 64 steps batch 32", lstm(32, 64, 256)),
+    Row("LSTM train step Adam 256 units 64 steps batch 32", lstm_train_step(32, 64, 256), heavy=True),
 ]

@@ -94,7 +94,10 @@ def _conditional(ctx: LoweringContext, selector: Value, function_names: Sequence
         out = ctx.b.conditional(selector, state, state, true_computation=comps[0], false_computation=comps[1])
     else:
         out = ctx.b.conditional(selector, *([state] * len(comps)), branch_computations=comps)
-    return _unpack(ctx, out, built[0].results)
+    # what a list result's elements are known to be holds after the branch only if every branch agrees
+    results = [replace(s, uniform=None) if isinstance(s, ListSpec) and any(b.results[i] != s for b in built) else s
+               for i, s in enumerate(built[0].results)]
+    return _unpack(ctx, out, results)
 
 
 @register_lowering("ToBool", dtypes=tf_types.ALL)
