@@ -5,7 +5,7 @@ variant rule of clustering (graph_passes/mark.py, cluster.py), against TF eager.
    ``jit_compile=True`` into one cluster holding the ``While``; results equal TF's exactly (float32
    copies and one add per element, no rounding differences).
 2. A loop whose trip count depends on computed values (the condition reads the loop state) compiles;
-   the slots it never writes stack as zeros, as in TF.
+   the slots it never writes stack as zeros, as in TF. A list through ``tf.cond`` compiles too.
 3. The list ops tf.TensorArray does not emit: ``EmptyTensorList`` with ``max_num_elements``,
    ``PushBack``/``PopBack``, ``Length``, ``ElementShape``, ``TensorListScatterV2``, ``FromTensor``/``GetItem``.
 4. Refusals: a TensorArray of unknown element shape entering a loop, an unbounded ``EmptyTensorList``:
@@ -101,6 +101,22 @@ def test_loop_with_computed_condition(scale):
     assert _clustered_ops(compiled).get("While") is True
     _same(got, _want(doubling, x))
     assert int(got[1]) == (6 if scale == 1.0 else 1)  # the trip count came from the data
+
+
+def branch_writes(x, flag):
+    ta = tf.TensorArray(tf.float32, size=2, element_shape=x.shape)
+    ta = tf.cond(flag, lambda: ta.write(0, x * 3.0), lambda: ta.write(1, -x))
+    return ta.read(0), ta.read(1)  # (TF's shape inference loses a stack's length after the cond)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_list_through_a_branch(flag):
+    x = np.array([1.0, -2.0, 0.5], np.float32)
+    _, compiled, got = _compiled(branch_writes, x, np.bool_(flag))
+    assert len(compiled.clusters) == 1
+    assert any(n.op in ("If", "StatelessIf") and compiled.analysis.cluster_of(n.name)
+               for n in compiled.analysis.graph_def.node)
+    _same(got, _want(branch_writes, x, np.bool_(flag)))
 
 
 # --- 3. the other list ops -----------------------------------------------------------------------
