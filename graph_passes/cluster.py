@@ -312,8 +312,10 @@ def _split_lists(marking, clustering: Clustering, index: GraphIndex, fetches) ->
                 how = "is in another cluster" if where(outside) else "stays in TensorFlow"
                 crossing[n.name] = f"TensorList '{t}' would cross a cluster boundary ('{outside}' {how})"
     for f in fetches:
-        ref = parse_tensor(f) if not f.startswith("^") else None
-        info = marking.tensors.get(str(ref)) if ref is not None else None
+        if f.startswith("^"):
+            continue
+        ref = parse_tensor(f)
+        info = marking.tensors.get(str(ref))
         if info is not None and info.dtype == DT_VARIANT and where(ref.node):
             crossing[ref.node] = f"TensorList '{ref}' is fetched, and a list cannot leave compiled code"
     why = {find(n): reason for n, reason in crossing.items()}

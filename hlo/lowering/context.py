@@ -23,14 +23,15 @@ from hlo.dtypes import PrimitiveType
 from hlo.ir import HloComputation
 from hlo.lowering import tf_types
 from hlo.lowering.errors import InvalidArgumentLoweringError, LoweringError
+from hlo.lowering.lists import ListValue
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape
 
 if TYPE_CHECKING:
     from hlo.lowering.graph import GraphLowering
 
-# What a rule returns: its node's single output, or one value per output.
-RuleResult = Union[Value, Sequence[Value]]
+# What a rule returns: its node's single output, or one value per output (a TensorList is a ListValue).
+RuleResult = Union[Value, ListValue, Sequence[Union[Value, ListValue]]]
 
 
 class NodeDefLike(Protocol):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -165,7 +165,9 @@ class GraphLowering:
                 self._constant.get(o, False) for o in inst.operands)
         outputs = [result] if isinstance(result, (Value, ListValue)) else list(result)
         for i, value in enumerate(outputs):
-            self.values.setdefault(tensor_name(node.name, i), value)  # an output that is a cluster input stays one
+            # an output that is a cluster input stays one; a TensorList is held like a value (rules that take
+            # lists check for ListValue)
+            self.values.setdefault(tensor_name(node.name, i), cast(Value, value))
 
     # --- compile-time constants ------------------------------------------------------
     def is_constant(self, value: Value) -> bool:
@@ -240,6 +242,9 @@ def lower_graph(graph: Any, inputs: Sequence[InputSpec], outputs: Sequence[str],
     for spec in inputs:
         lowering.add_input(spec)
     results = [lowering.lower_tensor(t) for t in outputs]
+    for t, value in zip(outputs, results):
+        if isinstance(value, ListValue):
+            raise LoweringError(f"output '{t}' is a TensorList, which cannot leave compiled code")
     b = lowering.builder
     b.name_hint, b.metadata = None, None
     root = b.tuple(*results, name=_hlo_name(f"{name}_results"))

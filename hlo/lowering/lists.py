@@ -25,11 +25,16 @@ input or output (clustering keeps every list inside one cluster).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence, Union
+from typing import TYPE_CHECKING, Any, Sequence, Union
+
+import numpy as np
 
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType
 from hlo.shapes import Shape, ShapeLike, array_shape, scalar
+
+if TYPE_CHECKING:
+    from hlo.lowering.context import LoweringContext
 
 
 @dataclass(frozen=True)
@@ -44,9 +49,7 @@ class Uniform:
     kind: str
     value: tuple | None = None
 
-    def array(self, dtype: PrimitiveType, dims: tuple[int, ...]):
-        import numpy as np
-
+    def array(self, dtype: PrimitiveType, dims: tuple[int, ...]) -> np.ndarray:
         return np.asarray(self.value, dtype.numpy).reshape(dims)
 
 
@@ -119,7 +122,7 @@ class ListValue:
             return None
         return ListSpec(self.dtype, self.max_size, self.element_dims, self.uniform)
 
-    def with_(self, **changes) -> "ListValue":
+    def with_(self, **changes: Any) -> "ListValue":
         return replace(self, **changes)
 
     @staticmethod
@@ -132,13 +135,13 @@ Item = Union[Value, ListValue]  # what a TF tensor is while lowering
 Slot = Union[ShapeLike, ListSpec]  # its static type at a computation boundary
 
 
-def slot_of(item: Item, fail) -> Slot:
-    """The boundary type of ``item``; ``fail(message)`` makes the error for a list without a buffer."""
+def slot_of(ctx: LoweringContext, item: Item, what: str) -> Slot:
+    """The boundary type of ``item`` (``what`` names it in the error for a list without a buffer)."""
     if isinstance(item, ListValue):
         spec = item.spec
         if spec is None:
-            raise fail("a TensorList whose element shape is not known yet (no element was written) cannot "
-                       "cross a loop or branch boundary: give the TensorArray/TensorList an element_shape")
+            raise ctx.error(f"{what}: a TensorList whose element shape is not known yet (no element was written) "
+                            "cannot cross a loop or branch boundary: give the TensorArray/TensorList an element_shape")
         return spec
     return item.shape
 
@@ -175,7 +178,7 @@ def unflatten(slots: Sequence[Slot], flat: Sequence[Value]) -> list[Item]:
     return out
 
 
-def zeros_like_list(ctx, lst: ListValue) -> ListValue:
+def zeros_like_list(ctx: LoweringContext, lst: ListValue) -> ListValue:
     """TF's ZerosLike of a list (``ctx``: the node's LoweringContext): same length and size, zero elements."""
     if lst.buffer is None:
         return lst
@@ -183,20 +186,21 @@ def zeros_like_list(ctx, lst: ListValue) -> ListValue:
     return lst.with_(buffer=ctx.broadcast_to(ctx.scalar(0, lst.dtype), dims), uniform=None)
 
 
-def add_lists(ctx, items: Sequence[Item]) -> ListValue:
+def add_lists(ctx: LoweringContext, items: Sequence[Item]) -> ListValue:
     """TF's AddN of lists (gradients): element-wise sums of lists of one size; a list with no element
     written yet counts as zeros."""
     lists = [x for x in items if isinstance(x, ListValue)]
     if len(lists) != len(items):
         raise ctx.error("AddN mixes TensorLists and tensors")
     written = [x for x in lists if x.buffer is not None]
-    if not written:
+    buffers = [x.buffer for x in written if x.buffer is not None]
+    if not buffers:
         return lists[0]
-    total = written[0].buffer
-    for x in written[1:]:
-        if array_shape(x.buffer.shape) != array_shape(total.shape):
+    total = buffers[0]
+    for x, buffer in zip(written[1:], buffers[1:]):
+        if array_shape(buffer.shape) != array_shape(total.shape):
             raise ctx.error(f"AddN of lists of different sizes or element shapes: {x.spec} and {written[0].spec}")
-        total = ctx.b.add(total, x.buffer)
+        total = ctx.b.add(total, buffer)
     return written[0].with_(buffer=total, uniform=None)
 
 

@@ -28,7 +28,7 @@ foldable there, as tf2xla's const-argument analysis allows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Sequence, cast
 
 import numpy as np
 
@@ -113,7 +113,7 @@ class FunctionLowering(GraphLowering):
         return self.sources.get(f"{self.function}{SOURCE_SEP}{node_name}")
 
     def bind(self, i: int, value: Item, constant: bool = False) -> None:
-        self.values[self.body.args[i]] = value  # type: ignore[assignment]  (a list is bound like a value)
+        self.values[self.body.args[i]] = cast(Value, value)  # a list is bound like a value
         if constant and isinstance(value, Value):
             self._constant[value.name] = True
 
@@ -124,7 +124,7 @@ class FunctionLowering(GraphLowering):
         function's control outputs) cannot be compiled, and dropping it would lose its effect: an error.
         """
         try:
-            values = [self.lower_tensor(t) for t in self.body.rets]
+            values: list[Item] = [self.lower_tensor(t) for t in self.body.rets]
             for node in self.body.nodes:
                 if node.name not in self.done and node.op != "Placeholder" and _is_stateful(node.op):
                     raise UnsupportedOpError(f"cannot compile: {node.op} has side effects and no result depends on "
@@ -222,8 +222,7 @@ def body_computation(ctx: LoweringContext, body: FunctionBody, arg_slots: Sequen
     cb.name_hint, cb.metadata = None, None
     results = fl.results(ctx, role)
     cb.name_hint, cb.metadata = None, glue
-    slots = tuple(slot_of(r, lambda msg, j=j: ctx.error(f"result {j} of {role} function '{body.name}': {msg}"))
-                  for j, r in enumerate(results))
+    slots = tuple(slot_of(ctx, r, f"result {j} of {role} function '{body.name}'") for j, r in enumerate(results))
     root = finish(cb, results) if finish is not None else cb.tuple(*flatten(results))
     comp = cb.build(root)
     ctx._lowering.shared["builders"].append(cb)

@@ -59,7 +59,7 @@ def to_bool(b: ComputationBuilder, v: Value, fail: Callable[[str], Exception]) -
 
 
 def _slots(ctx: LoweringContext, items: Sequence[Item]) -> list[Slot]:
-    return [slot_of(v, lambda msg, i=i: ctx.error(f"input {i}: {msg}")) for i, v in enumerate(items)]
+    return [slot_of(ctx, v, f"input {i}") for i, v in enumerate(items)]
 
 
 def _unpack(ctx: LoweringContext, tup: Value, slots: Sequence[Slot]) -> list[Item]:
@@ -172,14 +172,14 @@ def while_(ctx: LoweringContext) -> list[Item]:
     cond_comp = body_computation(ctx, cond, bound, "cond", constants, finish=finish).computation
     out = ctx.b.op(Opcode.WHILE, ctx.b.tuple(*flatten(operands)), condition=cond_comp, body=built.computation)
     results = _unpack(ctx, out, slots)
-    for i, (before, result) in enumerate(zip(operands, results)):
-        if not isinstance(before, ListValue) or not isinstance(result, ListValue):
+    for i, (entered, left) in enumerate(zip(operands, results)):
+        if not isinstance(entered, ListValue) or not isinstance(left, ListValue):
             continue
         b, r = bound[i], built.results[i]
         assert isinstance(b, ListSpec) and isinstance(r, ListSpec)
-        uniform = r.uniform if b.uniform is not None and b.uniform.kind == "value" else after_loop(before.uniform, r.uniform)
+        uniform = r.uniform if b.uniform is not None and b.uniform.kind == "value" else after_loop(entered.uniform, r.uniform)
         # a body that never changes this list's length: it leaves the loop as long as it entered
-        results[i] = result.with_(uniform=uniform, length=before.length if i in built.same_length else result.length)
+        results[i] = left.with_(uniform=uniform, length=entered.length if i in built.same_length else left.length)
     return results
 
 

@@ -17,6 +17,8 @@ before that is an error naming the node.
 
 from __future__ import annotations
 
+from typing import Callable, Sequence, TypeVar
+
 import numpy as np
 
 from hlo.builder import Value
@@ -25,10 +27,16 @@ from hlo.lowering import tf_types
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.lists import NOTHING_WRITTEN, ListValue, after_write
 from hlo.lowering.ops._shape_util import combiner, slice_axis
-from hlo.lowering.registry import register_lowering
+from hlo.lowering.registry import Rule, register_lowering
 
 P = PrimitiveType
-_LIST_OP = dict(dtypes=tf_types.ALL, type_attrs=("element_dtype",), lists=True)
+_R = TypeVar("_R", bound=Rule)
+
+
+def _list_rule(*op_types: str, const_inputs: Sequence[int] = ()) -> Callable[[_R], _R]:
+    """Register a TensorList op's rule: element types checked on ``element_dtype``, lists taken."""
+    return register_lowering(*op_types, dtypes=tf_types.ALL, type_attrs=("element_dtype",), const_inputs=const_inputs,
+                             lists=True)
 
 
 def _list(ctx: LoweringContext, i: int = 0) -> ListValue:
@@ -54,10 +62,14 @@ def _zeros(ctx: LoweringContext, dtype: PrimitiveType, dims: tuple[int, ...]) ->
     return ctx.broadcast_to(ctx.scalar(0, dtype), dims)
 
 
+def _unknown(ctx: LoweringContext, what: str) -> Exception:
+    return ctx.error(f"cannot {what} a TensorList whose element shape is not known yet (nothing was written "
+                     "to it): give the TensorArray/TensorList an element_shape")
+
+
 def _buffer(ctx: LoweringContext, lst: ListValue, what: str) -> Value:
     if lst.buffer is None:
-        raise ctx.error(f"cannot {what} a TensorList whose element shape is not known yet (nothing was written "
-                        "to it): give the TensorArray/TensorList an element_shape")
+        raise _unknown(ctx, what)
     return lst.buffer
 
 
@@ -103,7 +115,7 @@ def _new_list(ctx: LoweringContext, dims: tuple[int, ...] | None, max_size: int,
     return ListValue(dtype, max_size, dims, buffer, length)
 
 
-@register_lowering("TensorListReserve", const_inputs=(0, 1), **_LIST_OP)
+@_list_rule("TensorListReserve", const_inputs=(0, 1))
 def reserve(ctx: LoweringContext) -> ListValue:
     (n,) = ctx.const_ints(1)
     if n < 0:
@@ -111,7 +123,7 @@ def reserve(ctx: LoweringContext) -> ListValue:
     return _new_list(ctx, _element_shape(ctx, 0), n, ctx.scalar(n, P.S32))
 
 
-@register_lowering("EmptyTensorList", const_inputs=(0, 1), **_LIST_OP)
+@_list_rule("EmptyTensorList", const_inputs=(0, 1))
 def empty(ctx: LoweringContext) -> ListValue:
     (n,) = ctx.const_ints(1)
     if n < 0:
@@ -120,7 +132,7 @@ def empty(ctx: LoweringContext) -> ListValue:
     return _new_list(ctx, _element_shape(ctx, 0), n, ctx.scalar(0, P.S32)).with_(uniform=NOTHING_WRITTEN)
 
 
-@register_lowering("TensorListFromTensor", **_LIST_OP)
+@_list_rule("TensorListFromTensor")
 def from_tensor(ctx: LoweringContext) -> ListValue:
     tensor = ctx.inputs[0]
     dims = ctx.dims(tensor)
@@ -129,26 +141,26 @@ def from_tensor(ctx: LoweringContext) -> ListValue:
     return ListValue.of(tensor, ctx.scalar(dims[0], P.S32))
 
 
-@register_lowering("TensorListGetItem", **_LIST_OP)
+@_list_rule("TensorListGetItem")
 def get_item(ctx: LoweringContext) -> Value:
     lst = _list(ctx)
     _check_dtype(ctx, lst)
     if lst.buffer is None:  # nothing written yet: TF returns zeros of the requested element shape
         dims = _element_shape(ctx, 2) if ctx._lowering.is_constant(ctx.inputs[2]) else None
         if dims is None:
-            _buffer(ctx, lst, "read")
+            raise _unknown(ctx, "read")
         return _zeros(ctx, lst.dtype, dims)
     return _read(ctx, lst, _s32(ctx, ctx.inputs[1]))
 
 
-@register_lowering("TensorListSetItem", **_LIST_OP)
+@_list_rule("TensorListSetItem")
 def set_item(ctx: LoweringContext) -> ListValue:
     if ctx.attr_bool("resize_if_index_out_of_bounds", False):
         raise ctx.error("resize_if_index_out_of_bounds=True (a list that grows) cannot be compiled")
     return _write(ctx, _list(ctx), _s32(ctx, ctx.inputs[1]), ctx.inputs[2])
 
 
-@register_lowering("TensorListPushBack", **_LIST_OP)
+@_list_rule("TensorListPushBack")
 def push_back(ctx: LoweringContext) -> ListValue:
     lst = _list(ctx)
     if ctx._lowering.is_constant(lst.length) and int(_value(ctx, lst.length)) >= lst.max_size:
@@ -157,7 +169,7 @@ def push_back(ctx: LoweringContext) -> ListValue:
     return out.with_(length=ctx.b.add(lst.length, ctx.scalar(1, P.S32)))
 
 
-@register_lowering("TensorListPopBack", **_LIST_OP)
+@_list_rule("TensorListPopBack")
 def pop_back(ctx: LoweringContext) -> list:
     lst = _list(ctx)
     _check_dtype(ctx, lst)
@@ -174,11 +186,11 @@ def length(ctx: LoweringContext) -> Value:
 def element_shape(ctx: LoweringContext) -> Value:
     lst = _list(ctx)
     if lst.element_dims is None:
-        _buffer(ctx, lst, "take the element shape of")
+        raise _unknown(ctx, "take the element shape of")
     return ctx.constant(np.asarray(lst.element_dims, np.int64), ctx.dtype_attr("shape_type"))
 
 
-@register_lowering("TensorListStack", const_inputs=(1,), **_LIST_OP)
+@_list_rule("TensorListStack", const_inputs=(1,))
 def stack(ctx: LoweringContext) -> Value:
     lst = _list(ctx)
     _check_dtype(ctx, lst)
@@ -186,7 +198,7 @@ def stack(ctx: LoweringContext) -> Value:
         dims = _element_shape(ctx, 1)
         n = ctx.attr_int("num_elements", -1)
         if dims is None or n < 0 or not _known_length(ctx, lst):
-            _buffer(ctx, lst, "stack")
+            raise _unknown(ctx, "stack")
         return _zeros(ctx, lst.dtype, (int(_value(ctx, lst.length)),) + dims)
     if _known_length(ctx, lst):
         return slice_axis(ctx, lst.buffer, 0, 0, int(_value(ctx, lst.length)))
@@ -196,7 +208,7 @@ def stack(ctx: LoweringContext) -> Value:
                     "elements) cannot be compiled: the result's shape would depend on it")
 
 
-@register_lowering("TensorListGather", **_LIST_OP)
+@_list_rule("TensorListGather")
 def gather(ctx: LoweringContext) -> Value:
     lst = _list(ctx)
     _check_dtype(ctx, lst)
@@ -221,12 +233,12 @@ def _scatter(ctx: LoweringContext, lst: ListValue, tensor: Value, indices: Value
     return lst.with_(buffer=out, element_dims=tuple(dims[1:]), uniform=None)
 
 
-@register_lowering("TensorListScatterIntoExistingList", **_LIST_OP)
+@_list_rule("TensorListScatterIntoExistingList")
 def scatter_into(ctx: LoweringContext) -> ListValue:
     return _scatter(ctx, _list(ctx), ctx.inputs[1], ctx.inputs[2])
 
 
-@register_lowering("TensorListScatter", "TensorListScatterV2", const_inputs=(1, 3), **_LIST_OP)
+@_list_rule("TensorListScatter", "TensorListScatterV2", const_inputs=(1, 3))
 def scatter_new(ctx: LoweringContext) -> ListValue:
     """A new list of max(num_elements, max(indices) + 1) elements (indices known when compiling)."""
     indices = ctx.const_ints(1)
