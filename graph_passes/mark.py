@@ -11,7 +11,8 @@ after our own rules, in this order (the first that applies gives the reason):
 3. a string, variant or resource input or output (resource handles themselves included), except the
    variant TensorLists of ops whose lowering takes lists (the TensorList ops, While/If/Case, Identity:
    ``hlo/lowering/lists.py``); a list must have a static element shape when it enters a loop or branch
-   and a bounded size (``list_problems``); clustering keeps every list inside one cluster
+   and a bounded size (``list_problems``; ``list_shapes.py`` gives a list the shape its loop writes
+   first); clustering keeps every list inside one cluster
    (``cluster.py``);
 4. ``can_lower`` (op type, dtypes, must-be-constant inputs);
 5. a node calling a function (If/While/Case bodies) containing a node rules 2-4 refuse;

@@ -1,5 +1,5 @@
-"""The clustering driver: inline -> forward variables -> mark -> cluster -> extract (``analyze``), then
-``rewrite``.
+"""The clustering driver: inline -> hoist loop reads -> infer list shapes -> forward variables -> mark ->
+cluster -> extract (``analyze``), then ``rewrite``.
 
 A cluster that no fetch and no stateful op needs is dead code: ``analyze`` moves it from ``clusters`` to
 ``dead`` (it is never compiled), and ``rewrite`` removes its nodes (and the dead nodes reading them) with
@@ -23,6 +23,7 @@ from graph_passes.cluster import ZERO_COST_OPS, ClusterOptions, Clustering, Refu
 from graph_passes.extract import ClusterSpec, extract_clusters
 from graph_passes.forward_variables import forward_variables
 from graph_passes.inline import inline_calls
+from graph_passes.list_shapes import infer_list_shapes
 from graph_passes.loop_reads import hoist_loop_reads
 from graph_passes.mark import Marking, mark_compilable
 from graph_passes.rewrite import LaunchSpec, RewriteResult, dead_clusters, live_nodes, rewrite_clusters, standard_attrs
@@ -123,7 +124,8 @@ def analyze(graph_def, fetches: Sequence[str], options: ClusterOptions = Cluster
             resource_shapes: Mapping[str, tuple[int, Sequence[int]]] | None = None,
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             forward: bool = True) -> ClusteringResult:
-    """Inline calls, forward variable values (``forward``), mark compilable nodes, cluster them and
+    """Inline calls, hoist loops' variable reads, give TensorLists the element shapes their loops write,
+    forward variable values (``forward``), mark compilable nodes, cluster them and
     extract each cluster.
 
     ``fetches``: the tensors (``node:i``) and target nodes (``^node``) the caller needs;
@@ -131,7 +133,8 @@ def analyze(graph_def, fetches: Sequence[str], options: ClusterOptions = Cluster
     ``input_shapes``: placeholder -> static dims used for shape inference only (the graph keeps its own).
     """
     inlined = inline_calls(graph_def, fetches)
-    graph, forwarded = hoist_loop_reads(inlined.graph_def, resource_shapes).graph_def, []
+    graph = hoist_loop_reads(inlined.graph_def, resource_shapes).graph_def
+    graph, forwarded = infer_list_shapes(graph, resource_shapes).graph_def, []
     if forward:
         fwd = forward_variables(graph)
         graph, forwarded = fwd.graph_def, fwd.forwarded

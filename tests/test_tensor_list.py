@@ -8,7 +8,9 @@ variant rule of clustering (graph_passes/mark.py, cluster.py), against TF eager.
    the slots it never writes stack as zeros, as in TF. A list through ``tf.cond`` compiles too.
 3. The list ops tf.TensorArray does not emit: ``EmptyTensorList`` with ``max_num_elements``,
    ``PushBack``/``PopBack``, ``Length``, ``ElementShape``, ``TensorListScatterV2``, ``FromTensor``/``GetItem``.
-4. Refusals: a TensorArray of unknown element shape entering a loop, an unbounded ``EmptyTensorList``:
+4. A TensorArray without ``element_shape`` written in a loop gets the shape the loop writes
+   (graph_passes/list_shapes.py) and compiles. Refusals: a TensorArray whose items' shape is not static
+   entering a loop, an unbounded ``EmptyTensorList``:
    ``jit_compile=True`` raises ``UnsupportedGraphError`` naming the node and why; ``"auto"`` leaves the
    list's ops (and the loop) in TensorFlow and the result is still TF's.
 5. A list that would leave its cluster (a consumer of the list stays in TF) keeps all its ops in TF.
@@ -146,9 +148,9 @@ def test_push_pop_length_shape_scatter():
 # --- 4. refusals -----------------------------------------------------------------------------------
 
 def unknown_shape(x):
-    out = tf.TensorArray(tf.float32, size=4)  # no element_shape: the Reserve says -1
+    out = tf.TensorArray(tf.float32, size=4)  # no element_shape, and the items' shape depends on the data
     for i in tf.range(4):
-        out = out.write(i, x * tf.cast(i, tf.float32))
+        out = out.write(i, tf.boolean_mask(x, x > 0.0) * tf.cast(i, tf.float32))
     return out.stack()
 
 
@@ -156,6 +158,20 @@ def unbounded(x):
     lst = list_ops.empty_tensor_list(element_shape=[3], element_dtype=tf.float32)  # max_num_elements -1
     lst = list_ops.tensor_list_push_back(lst, x * 2.0)
     return list_ops.tensor_list_stack(lst, element_dtype=tf.float32) + 1.0
+
+
+def no_element_shape(x):
+    out = tf.TensorArray(tf.float32, size=4)
+    for i in tf.range(4):
+        out = out.write(i, x * tf.cast(i, tf.float32))
+    return out.stack()
+
+
+def test_element_shape_from_the_loop_writes():
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    _, compiled, got = _compiled(no_element_shape, x)
+    assert len(compiled.clusters) == 1 and _clustered_ops(compiled)["While"]
+    _same(got, _want(no_element_shape, x))
 
 
 @pytest.mark.parametrize("fn, node_op, why", [
