@@ -57,7 +57,7 @@ def test_read_only_variable_is_hoisted_before_the_loop():
 
 
 def test_variable_shape_of_a_known_variable_is_a_constant():
-    """The loop's handle output is read as the handle it was given; its shape is the variable's."""
+    """A gradient reads a variable's shape with VariableShape (through the loop that carried the handle)."""
     from tensorflow.python.ops import gen_resource_variable_ops
 
     v = tf.Variable(np.zeros((2, 5), np.float32))
