@@ -50,9 +50,10 @@ def _unknown_shape_const(node) -> bool:
 def _candidates(gd) -> dict[str, list[tuple[str, int]]]:
     """Creating node -> the (loop, loop-variable index) its list enters."""
     by_name = {n.name: n for n in gd.node}
+    bodies = {f.signature.name for f in gd.library.function if f.node_def}
     out: dict[str, list[tuple[str, int]]] = {}
     for loop in gd.node:
-        if loop.op not in LOOPS:
+        if loop.op not in LOOPS or loop.attr["body"].func.name not in bodies:
             continue
         for k, text in enumerate(data_inputs(loop.input)):
             ref = parse_input(text)

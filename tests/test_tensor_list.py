@@ -1,7 +1,7 @@
 """TensorList / TensorArray lowerings (hlo/lowering/ops/tensor_list.py, hlo/lowering/lists.py) and the
 variant rule of clustering (graph_passes/mark.py, cluster.py), against TF eager.
 
-1. A ``tf.TensorArray`` loop (unstack, read, write, stack, gather, scatter, size) compiles with
+1. A ``tf.TensorArray`` loop (unstack, read, write, stack, gather, scatter, split, size) compiles with
    ``jit_compile=True`` into one cluster holding the ``While``; results equal TF's exactly (float32
    copies and one add per element, no rounding differences).
 2. A loop whose trip count depends on computed values (the condition reads the loop state) compiles;
@@ -69,7 +69,8 @@ def tensor_array_loop(x, idx):
         out = out.write(i, acc * 2.0)
     picked = out.gather(idx)
     scattered = tf.TensorArray(tf.float32, size=n, element_shape=x.shape[1:]).scatter(idx, picked)
-    return out.stack(), picked, scattered.stack(), out.size(), acc
+    pieces = tf.TensorArray(tf.float32, size=3, element_shape=[2]).split(tf.reshape(x[:, 0], [6]), [2, 2, 2])
+    return out.stack(), picked, scattered.stack(), out.size(), acc, pieces.stack()
 
 
 def test_tensor_array_loop_compiles_into_one_cluster():
@@ -80,7 +81,7 @@ def test_tensor_array_loop_compiles_into_one_cluster():
     clustered = _clustered_ops(compiled)
     assert clustered.get("While") is True, clustered
     assert {"TensorListFromTensor", "TensorListReserve", "TensorListStack", "TensorListGather",
-            "TensorListScatterIntoExistingList"} <= {op for op, ok in clustered.items() if ok}
+            "TensorListScatterIntoExistingList", "TensorListSplit"} <= {op for op, ok in clustered.items() if ok}
     _same(got, _want(tensor_array_loop, x, idx))
 
 

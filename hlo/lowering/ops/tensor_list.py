@@ -9,7 +9,9 @@ dimension. Reads and writes are dynamic slices and dynamic updates of the leadin
   ``PopBack`` at length - 1); like XLA, an index outside the buffer is clamped (TF's kernels raise);
 * ``Stack``: the first ``length`` elements, so the length must be known when compiling (a constant, or a
   loop that leaves it unchanged) unless the node's ``num_elements`` says the list is full;
-* ``Gather``/``Scatter*``: an HLO gather/scatter of whole elements.
+* ``Gather``/``Scatter*``: an HLO gather/scatter of whole elements;
+* ``Split``: a reshape, when every piece has one length (``TensorListConcatV2`` is not lowered: TF's shape
+  inference leaves its result's leading dimension unknown, so clustering would not take it anyway).
 
 A list whose element shape is unknown when it is created gets its buffer at its first write; reading it
 before that is an error naming the node.
@@ -246,6 +248,22 @@ def scatter_new(ctx: LoweringContext) -> ListValue:
     dims = ctx.dims(ctx.inputs[0])[1:]
     lst = ListValue(ctx.dtype_attr("element_dtype"), n, dims, None, ctx.scalar(n, P.S32))
     return _scatter(ctx, lst, ctx.inputs[0], ctx.inputs[1])
+
+
+@_list_rule("TensorListSplit", const_inputs=(2,))
+def split(ctx: LoweringContext) -> ListValue:
+    """``tensor`` cut along dim 0 into pieces of ``lengths`` (known when compiling, all equal: every element of
+    a buffer has one shape)."""
+    tensor = ctx.inputs[0]
+    dims, lengths = ctx.dims(tensor), ctx.const_ints(2)
+    if not dims or sum(lengths) != dims[0] or any(n < 0 for n in lengths):
+        raise ctx.invalid_argument(f"lengths {lengths} must be non-negative and sum to the leading dimension of "
+                                   f"{list(dims)}")
+    if len(set(lengths)) > 1:
+        raise ctx.error(f"TensorListSplit into pieces of different lengths {lengths} cannot be compiled: a "
+                        "compiled list holds elements of one shape")
+    n, piece = len(lengths), (lengths[0] if lengths else 0)
+    return ListValue.of(ctx.reshape(tensor, (n, piece) + dims[1:]), ctx.scalar(n, P.S32))
 
 
 def _known_length(ctx: LoweringContext, lst: ListValue) -> bool:
