@@ -115,9 +115,9 @@ def infer_list_shapes(graph_def, resource_shapes: Mapping[str, tuple[int, Sequen
         node = nodes[name]
         dtype = graph.get_operation_by_name(name).get_attr("element_dtype")
         found = {_written_shape(graph, library, graph.get_operation_by_name(loop), k, dtype) for loop, k in uses}
-        if len(found) != 1 or None in found:
+        dims = found.pop() if len(found) == 1 else None
+        if dims is None:
             continue
-        (dims,) = found
         old = nodes[parse_input(node.input[0]).node]
         const = gd.node.add(name=f"{name}/tfxla_element_shape", op="Const", device=node.device)
         value = np.asarray(dims, tensor_util.MakeNdarray(old.attr["value"].tensor).dtype)
