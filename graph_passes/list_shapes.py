@@ -94,9 +94,10 @@ def _written_shape(graph, library: Mapping, loop, k: int, dtype) -> tuple[int, .
     return shapes.pop() if len(shapes) == 1 else None
 
 
-def infer_list_shapes(graph_def, resource_shapes: Mapping[str, tuple[int, Sequence[int]]] | None = None
-                      ) -> ListShapesResult:
-    """See the module docstring."""
+def infer_list_shapes(graph_def, resource_shapes: Mapping[str, tuple[int, Sequence[int]]] | None = None,
+                      input_shapes: Mapping[str, Sequence[int]] | None = None) -> ListShapesResult:
+    """See the module docstring; ``resource_shapes`` and ``input_shapes`` as ``mark.analysis_graph`` takes them
+    (a ``None`` batch dim analysed at a concrete size gives the lists written per row that size too)."""
     candidates = _candidates(graph_def)
     if not candidates:
         return ListShapesResult(graph_def)
@@ -105,7 +106,7 @@ def infer_list_shapes(graph_def, resource_shapes: Mapping[str, tuple[int, Sequen
 
     from graph_passes.mark import analysis_graph
 
-    graph = analysis_graph(graph_def, resource_shapes)
+    graph = analysis_graph(graph_def, resource_shapes, input_shapes)
     gd = type(graph_def)()
     gd.CopyFrom(graph_def)
     result = ListShapesResult(gd)

@@ -134,7 +134,7 @@ def analyze(graph_def, fetches: Sequence[str], options: ClusterOptions = Cluster
     """
     inlined = inline_calls(graph_def, fetches)
     graph = hoist_loop_reads(inlined.graph_def, resource_shapes).graph_def
-    graph, forwarded = infer_list_shapes(graph, resource_shapes).graph_def, []
+    graph, forwarded = infer_list_shapes(graph, resource_shapes, input_shapes).graph_def, []
     if forward:
         fwd = forward_variables(graph)
         graph, forwarded = fwd.graph_def, fwd.forwarded
