@@ -10,6 +10,7 @@ its variable reads hoisted by graph_passes/loop_reads.py) compiles into one clus
    Bidirectional and masked steps also need ops other lowerings provide (``InvertPermutation`` for the
    reversed sequence's gradient, ``UnsortedSegmentSum`` for the embedding's), so without those they run
    with ``jit_compile="auto"``, and the masked step's loops must still be compiled.
+3. An outer ``GradientTape`` through a compiled LSTM forward gives TF's gradients.
 
 Tolerances (float32): the compiled cell computes the same products and sums as TF's kernels in another
 order, so outputs (O(0.1-1)) are compared with rtol 1e-5 and atol 1e-5; one Adam step moves each weight by
@@ -105,3 +106,18 @@ def test_adam_train_step(kind, jit):
         assert len(compiled.clusters) == 1 and all(clustered), clustered
     elif kind == "masked":  # the loops compile even where the embedding's sparse update stays in TF
         assert all(clustered), compiled.analysis.excluded
+
+
+def test_outer_tape_gradient_of_a_compiled_lstm():
+    """An outer GradientTape through the compiled forward (the TfxlaLaunch gradient differentiates the
+    cluster's graph, loop and TensorLists included) equals TF's, for the weights and the input."""
+    model = build("lstm")
+    x, _ = data("lstm")
+    grads = []
+    for fn in (tfxla_plugin.function(lambda t: model(t), jit_compile=True), tf.function(lambda t: model(t))):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(fn(x) ** 2)
+        grads.append(tape.gradient(loss, model.trainable_variables + [x]))
+    for k, (got, want) in enumerate(zip(*grads)):
+        _close(got, want, f"gradient {k}")
