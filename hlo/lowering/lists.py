@@ -210,9 +210,5 @@ def slot_compatible(a: Slot, b: Slot) -> bool:
     return a.compatible(b)
 
 
-def slot_short(s: Slot) -> str:
-    return s.short()
-
-
 __all__ = ["ENTRY", "NOTHING_WRITTEN", "Uniform", "after_loop", "after_write", "Item", "add_lists", "ListSpec", "ListValue", "Slot", "flat_shapes", "flatten", "slot_compatible", "slot_of",
-           "slot_short", "unflatten", "zeros_like_list"]
+           "unflatten", "zeros_like_list"]

@@ -38,7 +38,7 @@ from hlo.lowering.ops._function_body import (BodyComputation, FunctionBody, body
                                              function_body, inline_body, small_constants)
 from hlo.lowering.registry import register_lowering
 from hlo.opcodes import Opcode
-from hlo.shapes import array_shape, tuple_shape
+from hlo.shapes import array_shape
 
 # Scalar element types TF's ToBool (core/kernels/functional_ops.cc) accepts; checked against TF 2.21 eager.
 _SCALAR_PREDICATE_TYPES = frozenset({P.PRED, P.F32, P.F64, P.S8, P.S16, P.S32, P.S64, P.U8})
