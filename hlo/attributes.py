@@ -50,6 +50,15 @@ class IndexCheck(enum.Enum):
         return self in (IndexCheck.TF_SCATTER_ND, IndexCheck.TF_TENSOR_SCATTER)
 
 
+class FftType(enum.Enum):
+    """``fft_type=`` of an fft: complex forward/inverse, real-to-complex forward, complex-to-real inverse."""
+
+    FFT = "FFT"
+    IFFT = "IFFT"
+    RFFT = "RFFT"
+    IRFFT = "IRFFT"
+
+
 class FusionKind(enum.Enum):
     LOOP = "kLoop"
     INPUT = "kInput"

@@ -121,6 +121,7 @@ class Opcode(enum.Enum):
     # dense math
     DOT = OpSpec("dot", 2)
     CONVOLUTION = OpSpec("convolution", 2)
+    FFT = OpSpec("fft", 1)  # fft_type=FFT|IFFT|RFFT|IRFFT over the last len(fft_length) dims
     # structure and control flow
     TUPLE = OpSpec("tuple", None)
     GET_TUPLE_ELEMENT = OpSpec("get-tuple-element", 1)

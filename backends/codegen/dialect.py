@@ -58,7 +58,9 @@ class Dialect:
         try:
             return _STORAGE[t]
         except KeyError:
-            raise CodegenUnsupported(f"the {self.backend} backend does not support element type {t.value}") from None
+            why = f" (complex types are not supported by the {self.backend} backend yet)" if t.is_complex else ""
+            raise CodegenUnsupported(f"the {self.backend} backend does not support element type {t.value}{why}") \
+                from None
 
     def compute(self, t: P) -> str:
         self.storage(t)
@@ -131,6 +133,10 @@ def c_literal(value: object, t: P) -> str:
     """A C literal of compute type for one element (the same text in every C-family dialect)."""
     if t is P.PRED:
         return "1" if bool(value) else "0"
+    if t.is_complex:  # C11's CMPLXF/CMPLX (<complex.h>): a constant expression, exact for inf and NaN parts
+        part = P.F32 if t is P.C64 else P.F64
+        z = complex(value)  # type: ignore[arg-type]
+        return f"CMPLX{'F' if t is P.C64 else ''}({c_literal(z.real, part)}, {c_literal(z.imag, part)})"
     if t.is_integral:
         v = int(value)  # type: ignore[call-overload]
         if t is P.S64:

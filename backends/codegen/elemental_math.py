@@ -2,7 +2,9 @@
 
 Each opcode maps to a C template per compute kind: ``f`` (float, also used
 for f16/bf16), ``d`` (double), ``i`` (signed or unsigned integers, through
-the typed helpers of the prelude) and ``p`` (pred). Templates take the
+the typed helpers of the prelude), ``p`` (pred), and ``c``/``z`` (c64/c128 as
+C99 complex types, with the helpers of ``backends/cpu/complex_c.py``; a dialect
+without complex storage refuses them before a template is read). Templates take the
 operand expressions and the HLO type name (for the ``tfxla_*_s32``-style
 helpers). The semantics match the reference evaluator.
 """
@@ -28,44 +30,55 @@ def kind(dialect: Dialect, t: P) -> str:
         return "d"
     if t.is_float:
         return "f"
+    if t is P.C64:
+        return "c"
+    if t is P.C128:
+        return "z"
     raise CodegenUnsupported(f"element type {t.value} is not supported by the {dialect.backend} backend")
 
 
 # opcode -> {kind: template}; {x} is the operand, {n} the HLO type name (s32, u8, ...).
 UNARY = {
-    Opcode.ABS: {"f": "fabsf({x})", "d": "fabs({x})", "i": "tfxla_abs_{n}({x})"},
-    Opcode.NEGATE: {"f": "-({x})", "d": "-({x})", "i": "({c})(0u - ({c})({x}))"},
-    Opcode.SIGN: {"f": "tfxla_signf({x})", "d": "tfxla_sign({x})", "i": "({c})(({x}) > 0) - ({c})(({x}) < 0)"},
+    Opcode.ABS: {"f": "fabsf({x})", "d": "fabs({x})", "i": "tfxla_abs_{n}({x})", "c": "cabsf({x})", "z": "cabs({x})"},
+    Opcode.NEGATE: {"f": "-({x})", "d": "-({x})", "i": "({c})(0u - ({c})({x}))", "c": "-({x})", "z": "-({x})"},
+    Opcode.SIGN: {"f": "tfxla_signf({x})", "d": "tfxla_sign({x})", "i": "({c})(({x}) > 0) - ({c})(({x}) < 0)",
+                  "c": "tfxla_csignf({x})", "z": "tfxla_csign({x})"},
     Opcode.FLOOR: {"f": "floorf({x})", "d": "floor({x})"},
     Opcode.CEIL: {"f": "ceilf({x})", "d": "ceil({x})"},
     Opcode.ROUND_NEAREST_AFZ: {"f": "roundf({x})", "d": "round({x})"},
     Opcode.ROUND_NEAREST_EVEN: {"f": "nearbyintf({x})", "d": "nearbyint({x})"},
-    Opcode.EXPONENTIAL: {"f": "tfxla_vexpf({x})", "d": "exp({x})"},
+    Opcode.EXPONENTIAL: {"f": "tfxla_vexpf({x})", "d": "exp({x})", "c": "cexpf({x})", "z": "cexp({x})"},
     Opcode.EXPONENTIAL_MINUS_ONE: {"f": "tfxla_vexpm1f({x})", "d": "expm1({x})"},
-    Opcode.LOG: {"f": "tfxla_vlogf({x})", "d": "log({x})"},
+    Opcode.LOG: {"f": "tfxla_vlogf({x})", "d": "log({x})", "c": "clogf({x})", "z": "clog({x})"},
     Opcode.LOG_PLUS_ONE: {"f": "tfxla_vlog1pf({x})", "d": "log1p({x})"},
-    Opcode.SQRT: {"f": "sqrtf({x})", "d": "sqrt({x})"},
-    Opcode.RSQRT: {"f": "(1.0f / sqrtf({x}))", "d": "(1.0 / sqrt({x}))"},
+    Opcode.SQRT: {"f": "sqrtf({x})", "d": "sqrt({x})", "c": "csqrtf({x})", "z": "csqrt({x})"},
+    Opcode.RSQRT: {"f": "(1.0f / sqrtf({x}))", "d": "(1.0 / sqrt({x}))", "c": "(1.0f / csqrtf({x}))",
+                   "z": "(1.0 / csqrt({x}))"},
     Opcode.CBRT: {"f": "cbrtf({x})", "d": "cbrt({x})"},
-    Opcode.TANH: {"f": "tfxla_vtanhf({x})", "d": "tanh({x})"},
+    Opcode.TANH: {"f": "tfxla_vtanhf({x})", "d": "tanh({x})", "c": "ctanhf({x})", "z": "ctanh({x})"},
     Opcode.LOGISTIC: {"f": "tfxla_vlogisticf({x})", "d": "tfxla_logistic({x})"},
-    Opcode.SINE: {"f": "sinf({x})", "d": "sin({x})"},
-    Opcode.COSINE: {"f": "cosf({x})", "d": "cos({x})"},
-    Opcode.TAN: {"f": "tanf({x})", "d": "tan({x})"},
+    Opcode.SINE: {"f": "sinf({x})", "d": "sin({x})", "c": "csinf({x})", "z": "csin({x})"},
+    Opcode.COSINE: {"f": "cosf({x})", "d": "cos({x})", "c": "ccosf({x})", "z": "ccos({x})"},
+    Opcode.TAN: {"f": "tanf({x})", "d": "tan({x})", "c": "ctanf({x})", "z": "ctan({x})"},
     Opcode.ERF: {"f": "tfxla_verff({x})", "d": "erf({x})"},
     Opcode.NOT: {"p": "!({x})", "i": "({c})~({x})"},
     Opcode.IS_FINITE: {"f": "isfinite({x})", "d": "isfinite({x})"},
     Opcode.POPCNT: {"i": "tfxla_popcnt_{n}({x})"},
     Opcode.CLZ: {"i": "tfxla_clz_{n}({x})"},
-    Opcode.COPY: {"f": "{x}", "d": "{x}", "i": "{x}", "p": "{x}"},
+    Opcode.COPY: {"f": "{x}", "d": "{x}", "i": "{x}", "p": "{x}", "c": "{x}", "z": "{x}"},
+    Opcode.REAL: {"f": "{x}", "d": "{x}", "c": "crealf({x})", "z": "creal({x})"},
+    Opcode.IMAG: {"f": "0.0f", "d": "0.0", "c": "cimagf({x})", "z": "cimag({x})"},
 }
 
 BINARY = {
-    Opcode.ADD: {"f": "({x} + {y})", "d": "({x} + {y})", "i": "({c})(({u})({x}) + ({u})({y}))", "p": "({x} | {y})"},
-    Opcode.SUBTRACT: {"f": "({x} - {y})", "d": "({x} - {y})", "i": "({c})(({u})({x}) - ({u})({y}))"},
+    Opcode.ADD: {"f": "({x} + {y})", "d": "({x} + {y})", "i": "({c})(({u})({x}) + ({u})({y}))", "p": "({x} | {y})",
+                 "c": "({x} + {y})", "z": "({x} + {y})"},
+    Opcode.SUBTRACT: {"f": "({x} - {y})", "d": "({x} - {y})", "i": "({c})(({u})({x}) - ({u})({y}))",
+                      "c": "({x} - {y})", "z": "({x} - {y})"},
     Opcode.MULTIPLY: {"f": "({x} * {y})", "d": "({x} * {y})", "i": "({c})(({u})({x}) * ({u})({y}))",
-                      "p": "({x} & {y})"},
-    Opcode.DIVIDE: {"f": "({x} / {y})", "d": "({x} / {y})", "i": "tfxla_div_{n}({x}, {y})"},
+                      "p": "({x} & {y})", "c": "tfxla_cmulf({x}, {y})", "z": "tfxla_cmul({x}, {y})"},
+    Opcode.DIVIDE: {"f": "({x} / {y})", "d": "({x} / {y})", "i": "tfxla_div_{n}({x}, {y})", "c": "({x} / {y})",
+                    "z": "({x} / {y})"},
     Opcode.REMAINDER: {"f": "tfxla_remf({x}, {y})", "d": "tfxla_rem({x}, {y})", "i": "tfxla_rem_{n}({x}, {y})"},
     Opcode.POWER: {"f": "tfxla_powf({x}, {y})", "d": "tfxla_pow({x}, {y})", "i": "tfxla_pow_{n}({x}, {y})"},
     Opcode.MAXIMUM: {"f": "tfxla_maxf({x}, {y})", "d": "tfxla_max({x}, {y})", "i": "(({x}) >= ({y}) ? ({x}) : ({y}))",
@@ -79,6 +92,7 @@ BINARY = {
     Opcode.SHIFT_LEFT: {"i": "tfxla_shl_{n}({x}, {y})"},
     Opcode.SHIFT_RIGHT_LOGICAL: {"i": "tfxla_shrl_{n}({x}, {y})"},
     Opcode.SHIFT_RIGHT_ARITHMETIC: {"i": "tfxla_shra_{n}({x}, {y})"},
+    Opcode.COMPLEX: {"f": "CMPLXF({x}, {y})", "d": "CMPLX({x}, {y})"},  # keyed by the (real) operands' kind
 }
 
 _UNSIGNED_OF = {"int8_t": "uint8_t", "int16_t": "uint16_t", "int32_t": "uint32_t", "int64_t": "uint64_t"}

@@ -16,6 +16,7 @@ from backends.codegen.buffer import IndentedBuffer
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
 from backends.codegen.names import Names
+from backends.cpu.complex_c import COMPLEX_C, module_uses_complex
 from backends.cpu.computation import Buf, ComputationEmitter, check_array
 from backends.cpu.dialect import C
 from backends.cpu.prelude import PRELUDE
@@ -106,6 +107,8 @@ class ModuleCodegen:
         out_shapes = list(entry.root.shape.leaves())
         for s in out_shapes:
             check_array(s, "an output")
+        if module_uses_complex(self.module):
+            self.globals.line(COMPLEX_C)  # before any constant: complex literals are CMPLXF(...)
         entry_fn = self.function_for(entry.name)
         # Scratch regions: one per function, laid out in emission order.
         bases, total = {}, 0

@@ -1,6 +1,6 @@
 """The CPU backend's dialect: C11 for GCC/Clang with OpenMP SIMD pragmas (``backends/codegen/dialect.py``).
 
-f16 is GCC's ``_Float16``; helpers are ``static inline`` (the prelude, ``prelude.py``); a reduction
+f16 is GCC's ``_Float16``; c64/c128 are ``float _Complex``/``double _Complex``; helpers are ``static inline`` (the prelude, ``prelude.py``); a reduction
 loop is vectorized with ``#pragma omp simd reduction(...)`` (compiled with ``-fopenmp-simd``: no OpenMP
 runtime). Where the kernel computes few elements a reduction is split over the caller's threads
 (``backends/cpu/parallel.py``), each part starting from its reducer's identity (``REDUCTION_IDENTITY``).
@@ -10,7 +10,11 @@ runtime). Where the kernel computes few elements a reduction is split over the c
 from __future__ import annotations
 
 from backends.codegen.dialect import Dialect
+from hlo.dtypes import PrimitiveType as P
 from hlo.opcodes import Opcode
+
+# c64 and c128 are C99 complex types, stored and computed as they are (``complex_c.py`` has their helpers).
+_COMPLEX = {P.C64: "float _Complex", P.C128: "double _Complex"}
 
 _INTS = ("int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t")
 
@@ -43,6 +47,12 @@ REDUCTION_IDENTITY = {
 
 class CDialect(Dialect):
     backend = "CPU"
+
+    def storage(self, t: P) -> str:
+        return _COMPLEX.get(t) or super().storage(t)
+
+    def compute(self, t: P) -> str:
+        return _COMPLEX.get(t) or super().compute(t)
 
     def reduction_clause(self, op: Opcode, compute: str, acc: str) -> str | None:
         ident = SIMD_REDUCTIONS.get((op, compute))

@@ -1,5 +1,5 @@
 """Imports every evaluator rule module so that each registers its rules."""
 
 from hlo.evaluator import (  # noqa: F401
-    control, conversions, elementwise, indexing, linalg, reductions, sorting, structural,
+    control, conversions, elementwise, fft, indexing, linalg, reductions, sorting, structural,
 )

@@ -14,7 +14,7 @@ import enum
 from typing import Any, Callable
 
 from hlo.attributes import (
-    CompRef, ComparisonDirection, ComparisonType, ConvDimLabels, FusionKind, Ident, IndexCheck, InstRef,
+    CompRef, ComparisonDirection, ComparisonType, ConvDimLabels, FftType, FusionKind, Ident, IndexCheck, InstRef,
     OpMetadata, PadDim, ProgramShape, Raw, SliceDim, StrMap, Window, WindowDim,
 )
 from hlo.opcodes import CALLED_COMPUTATION_ATTRS
@@ -289,7 +289,7 @@ _INT_LISTS = (
     "start_index_map", "operand_batching_dims", "start_indices_batching_dims", "update_window_dims",
     "inserted_window_dims", "scatter_dims_to_operand_dims", "input_batching_dims",
     "scatter_indices_batching_dims", "lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims",
-    "rhs_contracting_dims",
+    "rhs_contracting_dims", "fft_length",
 )
 _INTS = ("index", "iota_dimension", "index_vector_dim", "feature_group_count", "batch_group_count",
          "exponent_bits", "mantissa_bits", "k")
@@ -305,6 +305,7 @@ PARSERS: dict[str, Callable[[Scanner], Any]] = {
     **{k: read_ident for k in _IDENTS},
     "direction": _read_enum(ComparisonDirection, "a comparison direction (EQ, NE, LT, LE, GT, GE)"),
     "type": _read_enum(ComparisonType, "a comparison type (FLOAT, TOTALORDER, SIGNED, UNSIGNED)"),
+    "fft_type": _read_enum(FftType, "an fft type (FFT, IFFT, RFFT, IRFFT)"),
     "kind": _read_enum(FusionKind, "a fusion kind (kLoop, kInput, kOutput, kCustom)"),
     "index_check": _read_enum(IndexCheck, f"an index check ({', '.join(c.value for c in IndexCheck)})"),
     "slice": read_slice,
