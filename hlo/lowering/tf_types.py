@@ -32,7 +32,9 @@ SIGNED_INTS = frozenset({P.S8, P.S16, P.S32, P.S64})
 UNSIGNED_INTS = frozenset({P.U8, P.U16, P.U32, P.U64})
 INTS = SIGNED_INTS | UNSIGNED_INTS
 NUMERIC = FLOATS | INTS
-ALL = NUMERIC | {P.PRED}
+COMPLEX = frozenset({P.C64, P.C128})
+# Every element type a tensor can have here: data movement, selects and casts take them all.
+ALL = NUMERIC | {P.PRED} | COMPLEX
 
 
 def to_hlo(dt: int) -> P:

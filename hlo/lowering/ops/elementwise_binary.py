@@ -26,17 +26,17 @@ from hlo.dtypes import PrimitiveType as P
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._elementwise_util import BOOL, trunc, zero_where
 from hlo.lowering.registry import Rule, register_lowering
-from hlo.lowering.tf_types import ALL, FLOATS, INTS, NUMERIC, SIGNED_INTS
+from hlo.lowering.tf_types import ALL, COMPLEX, FLOATS, INTS, NUMERIC, SIGNED_INTS
 from hlo.opcodes import Opcode
 
 # TF ops that are exactly one HLO opcode after broadcasting, with the dtypes TF has kernels for.
 _DIRECT = {
-    "Add": (Opcode.ADD, FLOATS | SIGNED_INTS | {P.U8}),
-    "AddV2": (Opcode.ADD, NUMERIC),
-    "Sub": (Opcode.SUBTRACT, NUMERIC),
-    "Mul": (Opcode.MULTIPLY, NUMERIC),
-    "Div": (Opcode.DIVIDE, NUMERIC),  # integer division truncates, like HLO's
-    "RealDiv": (Opcode.DIVIDE, FLOATS),
+    "Add": (Opcode.ADD, FLOATS | SIGNED_INTS | {P.U8} | COMPLEX),
+    "AddV2": (Opcode.ADD, NUMERIC | COMPLEX),
+    "Sub": (Opcode.SUBTRACT, NUMERIC | COMPLEX),
+    "Mul": (Opcode.MULTIPLY, NUMERIC | COMPLEX),
+    "Div": (Opcode.DIVIDE, NUMERIC | COMPLEX),  # integer division truncates, like HLO's
+    "RealDiv": (Opcode.DIVIDE, FLOATS | COMPLEX),
     "TruncateMod": (Opcode.REMAINDER, frozenset({P.F32, P.F64, P.S32, P.S64})),
     "Pow": (Opcode.POWER, FLOATS | SIGNED_INTS),
     "Maximum": (Opcode.MAXIMUM, NUMERIC),

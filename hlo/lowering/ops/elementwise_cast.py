@@ -13,6 +13,9 @@ and f64 -> f32/f16, the source's low mantissa bits that the destination lacks ar
 zeroed first, then the value converts as usual (so the normal range truncates toward
 zero and 65520 -> f16 is 65504, not inf). NaN stays NaN whatever its payload.
 Every other cast ignores the attribute.
+
+complex -> real keeps the real part (TF's cast; HLO's convert has no such conversion), then converts;
+real -> complex has a zero imaginary part.
 """
 
 from __future__ import annotations
@@ -40,4 +43,6 @@ def cast(ctx: LoweringContext) -> Value:
     bits = _TRUNCATED_BITS.get((ctx.dtype(x), dst))
     if bits and ctx.attr_bool("Truncate", False):
         x = ctx.b.select(ctx.compare(x, x, "NE"), x, clear_low_bits(ctx, x, bits))  # NaN payloads stay NaN
+    if ctx.dtype(x).is_complex and not dst.is_complex:
+        x = ctx.b.real(x)
     return ctx.convert(x, dst)

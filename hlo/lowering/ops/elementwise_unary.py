@@ -29,22 +29,22 @@ from hlo.lowering.context import LoweringContext
 from hlo.lowering.lists import ListValue, zeros_like_list
 from hlo.lowering.ops._elementwise_util import BOOL, clear_low_bits, std_max, std_min, zero_where
 from hlo.lowering.registry import Rule, register_lowering
-from hlo.lowering.tf_types import ALL, FLOATS, NUMERIC, SIGNED_INTS
+from hlo.lowering.tf_types import ALL, COMPLEX, FLOATS, NUMERIC, SIGNED_INTS
 from hlo.opcodes import Opcode
 
 # TF ops that are exactly one HLO opcode, with the dtypes TF has kernels for.
 _DIRECT = {
-    "Neg": (Opcode.NEGATE, FLOATS | SIGNED_INTS),
+    "Neg": (Opcode.NEGATE, FLOATS | SIGNED_INTS | COMPLEX),
     "Abs": (Opcode.ABS, FLOATS | SIGNED_INTS),  # Abs(INT_MIN) wraps to INT_MIN, as in TF
     "Floor": (Opcode.FLOOR, FLOATS),
     "Ceil": (Opcode.CEIL, FLOATS),
     "Rint": (Opcode.ROUND_NEAREST_EVEN, frozenset({P.F32, P.F64})),
-    "Exp": (Opcode.EXPONENTIAL, FLOATS),
+    "Exp": (Opcode.EXPONENTIAL, FLOATS | COMPLEX),
     "Expm1": (Opcode.EXPONENTIAL_MINUS_ONE, FLOATS),
-    "Log": (Opcode.LOG, FLOATS),
+    "Log": (Opcode.LOG, FLOATS | COMPLEX),
     "Log1p": (Opcode.LOG_PLUS_ONE, FLOATS),
-    "Sqrt": (Opcode.SQRT, FLOATS),
-    "Rsqrt": (Opcode.RSQRT, FLOATS),
+    "Sqrt": (Opcode.SQRT, FLOATS | COMPLEX),
+    "Rsqrt": (Opcode.RSQRT, FLOATS | COMPLEX),
     "Sin": (Opcode.SINE, FLOATS),
     "Cos": (Opcode.COSINE, FLOATS),
     "Tan": (Opcode.TAN, FLOATS),
@@ -79,13 +79,13 @@ def round_(ctx: LoweringContext) -> Value:
     return x if ctx.dtype(x).is_integral else ctx.b.round_nearest_even(x)
 
 
-@register_lowering("Square", dtypes=NUMERIC)
+@register_lowering("Square", dtypes=NUMERIC | COMPLEX)
 def square(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return ctx.b.multiply(x, x)
 
 
-@register_lowering("Reciprocal", "Inv", dtypes=FLOATS)
+@register_lowering("Reciprocal", "Inv", dtypes=FLOATS | COMPLEX)
 def reciprocal(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return ctx.b.divide(ctx.full(1, x), x)

@@ -29,7 +29,7 @@ from hlo.ir import HloComputation
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops import _reduce_util as ru
 from hlo.lowering.registry import Rule, register_lowering
-from hlo.lowering.tf_types import ALL, FLOATS, NUMERIC
+from hlo.lowering.tf_types import ALL, COMPLEX, FLOATS, NUMERIC
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape, scalar
 
@@ -164,4 +164,4 @@ def _arg(direction: ComparisonDirection, initial: Callable[[P], ru.Extreme],
 
 
 for _op, _row in _ARG.items():
-    register_lowering(_op, dtypes=ALL, const_inputs=(1,))(_arg(*_row))
+    register_lowering(_op, dtypes=ALL - COMPLEX, const_inputs=(1,))(_arg(*_row))  # complex has no order
