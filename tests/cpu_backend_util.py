@@ -21,7 +21,8 @@ margin on the ulp bound. f64 gets 1e-12. f16/bf16 results are rounded to their
 type after every operation both here and in the evaluator, so they differ by at
 most one ulp of the narrow type where an f32 intermediate lands on the other
 side of a rounding boundary: one ulp is <= 2^-10 (f16) and <= 2^-7 (bf16)
-relative, hence rtol 1e-3 and 8e-3.
+relative, hence rtol 1e-3 and 8e-3. c64/c128 take the tolerances of f32/f64 (the FFT tests state
+theirs: an FFT output's error is relative to the largest output).
 """
 
 from __future__ import annotations
@@ -134,12 +135,15 @@ def module(name: str, params: list[str], lines: list[str], results: list[tuple[s
 
 
 def random_array(shape: Shape, rng: np.random.Generator) -> np.ndarray:
-    """Small, varied values of ``shape``'s dtype: floats ~N(0, 2), ints in [-9, 9] ([0, 19] unsigned)."""
+    """Small, varied values of ``shape``'s dtype: floats ~N(0, 2) (both parts of a complex), ints in [-9, 9]
+    ([0, 19] unsigned)."""
     t, dims = shape.dtype, shape.dims
     if t.is_pred:
         return rng.random(dims) < 0.5
     if t.is_float:
         return (rng.standard_normal(dims) * 2).astype(t.numpy)
+    if t.is_complex:
+        return (rng.standard_normal(dims) * 2 + 2j * rng.standard_normal(dims)).astype(t.numpy)
     if t.is_unsigned_int:
         return rng.integers(0, 20, dims).astype(t.numpy)
     if t.is_integral:
@@ -154,7 +158,8 @@ def random_args(module: HloModule, seed: int = 0) -> list[np.ndarray]:
 
 # --- comparison ------------------------------------------------------------------------------
 
-_TOLERANCE = {P.F32: (1e-5, 1e-6), P.F64: (1e-12, 1e-12), P.F16: (1e-3, 1e-3), P.BF16: (8e-3, 8e-3)}
+_TOLERANCE = {P.F32: (1e-5, 1e-6), P.F64: (1e-12, 1e-12), P.F16: (1e-3, 1e-3), P.BF16: (8e-3, 8e-3),
+              P.C64: (1e-5, 1e-6), P.C128: (1e-12, 1e-12)}
 
 
 def tolerance(dtype: np.dtype) -> tuple[float, float]:
@@ -176,8 +181,8 @@ def assert_matches(got: Sequence[np.ndarray], want: Sequence[np.ndarray], rtol: 
         if (r, a) == (0.0, 0.0):
             np.testing.assert_array_equal(g, w, err_msg=msg)
         else:
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=r, atol=a,
-                                       equal_nan=True, err_msg=msg)
+            wide = np.complex128 if w.dtype.kind == "c" else np.float64
+            np.testing.assert_allclose(g.astype(wide), w.astype(wide), rtol=r, atol=a, equal_nan=True, err_msg=msg)
 
 
 def check_module(exe: Executable, args: Iterable[np.ndarray] | None = None, seed: int = 0,

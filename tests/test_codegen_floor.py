@@ -125,8 +125,8 @@ def test_types_and_helpers_are_spelled_by_the_dialect() -> None:
 
 @pytest.mark.parametrize("dialect", [C, CUDA], ids=lambda d: d.backend)
 def test_a_refusal_names_the_backend_of_the_dialect(dialect: Dialect) -> None:
-    with pytest.raises(CodegenUnsupported, match=f"the {dialect.backend} backend does not support element type c64"):
-        dialect.storage(P.C64)
+    with pytest.raises(CodegenUnsupported, match=f"the {dialect.backend} backend does not support element type f8e5m2"):
+        dialect.storage(P.F8E5M2)
     module = hlo.parse_module("HloModule r\nENTRY e {\n  x = f32[4] parameter(0)\n"
                               "  ROOT r = f32[4] rng(x, x), distribution=rng_uniform\n}\n")
     em = ElementalEmitter(dialect, module, module.entry, [lambda idx: "x"], IndentedBuffer(), Names(), str)

@@ -119,8 +119,9 @@ def _elementwise() -> dict[Opcode, Template]:
     """One template per elementwise opcode: [a, b] operands of a type the opcode takes."""
     types = {O.NOT: "pred", O.POPCNT: "s32", O.CLZ: "s32", O.AND: "pred", O.OR: "pred", O.XOR: "s32",
              O.SHIFT_LEFT: "s32", O.SHIFT_RIGHT_LOGICAL: "s32", O.SHIFT_RIGHT_ARITHMETIC: "s32",
-             O.REMAINDER: "s32", O.SELECT: None, O.CLAMP: None}
-    out_types = {O.IS_FINITE: "pred", O.COMPARE: "pred", O.CONVERT: "s32"}
+             O.REMAINDER: "s32", O.SELECT: None, O.CLAMP: None, O.REAL: "c64", O.IMAG: "c128"}
+    out_types = {O.IS_FINITE: "pred", O.COMPARE: "pred", O.CONVERT: "s32", O.COMPLEX: "c64", O.REAL: "f32",
+                 O.IMAG: "f64"}
     attrs = {O.COMPARE: ", direction=LT", O.REDUCE_PRECISION: ", exponent_bits=5, mantissa_bits=10"}
     table: dict[Opcode, Template] = {}
     for op in Opcode:
@@ -252,6 +253,11 @@ TEMPLATES: dict[Opcode, Template] = {
         f"%t = (f32[{a},2], s32[{a},2]) custom-call(%x), custom_call_target=\"TopK\", called_computations={{%ge_c}}",
         f"%r = f32[{a},2] get-tuple-element(%t), index=0", f"%s = s32[{a},2] get-tuple-element(%t), index=1"],
         ["r", "s"]),
+    O.FFT: lambda a, b: ([f"x: c64[{a},{b}]", f"y: f32[{a},{b}]"], [
+        f"%r = c64[{a},{b}] fft(%x), fft_type=FFT, fft_length={{{b}}}",
+        f"%s = c64[{a},{b // 2 + 1}] fft(%y), fft_type=RFFT, fft_length={{{b}}}",
+        f"%u = f32[{a},{b}] fft(%s), fft_type=IRFFT, fft_length={{{b}}}",
+        f"%v = c64[{a},{b}] fft(%x), fft_type=IFFT, fft_length={{{a},{b}}}"], ["r", "s", "u", "v"]),
     O.OPTIMIZATION_BARRIER: lambda a, b: ([f"x: f32[{a},{b}]"], [
         f"%t = (f32[{a},{b}]) tuple(%x)", f"%o = (f32[{a},{b}]) opt-barrier(%t)",
         f"%r = f32[{a},{b}] get-tuple-element(%o), index=0"], ["r"]),

@@ -526,15 +526,54 @@ def _compute_cases() -> list[tuple[Opcode, Case]]:
     ]
 
 
+def _complex_cases() -> list[tuple[Opcode, Case]]:
+    """c64/c128: building, taking apart, the arithmetic XLA defines on them, and fft (inputs scaled to ~1,
+    so that the f32 tolerance's atol also holds for the near-zero frequencies)."""
+    complex_ = module("complex", ["a: f32[7]", "b: f32[7]", "c: f64[7]", "d: f64[7]"],
+                      ["  %r0 = c64[7] complex(%a, %b)", "  %r1 = c128[7] complex(%c, %d)"],
+                      [("r0", "c64[7]"), ("r1", "c128[7]")])
+    real = module("real", ["a: c64[7]", "b: c128[7]"], ["  %r0 = f32[7] real(%a)", "  %r1 = f64[7] real(%b)"],
+                  [("r0", "f32[7]"), ("r1", "f64[7]")])
+    imag = module("imag", ["a: c64[7]", "b: c128[7]"], ["  %r0 = f32[7] imag(%a)", "  %r1 = f64[7] imag(%b)"],
+                  [("r0", "f32[7]"), ("r1", "f64[7]")])
+    params, lines, results = [], [], []
+    for t, r in (("c64", "f32"), ("c128", "f64")):
+        params += [f"x{t}: {t}[7]", f"y{t}: {t}[7]", f"f{t}: {r}[7]"]
+        ops = [f"%add{t} = {t}[7] add(%x{t}, %y{t})", f"%sub{t} = {t}[7] subtract(%x{t}, %y{t})",
+               f"%mul{t} = {t}[7] multiply(%x{t}, %y{t})", f"%div{t} = {t}[7] divide(%x{t}, %y{t})",
+               f"%neg{t} = {t}[7] negate(%x{t})", f"%abs{t} = {r}[7] abs(%x{t})",
+               f"%exp{t} = {t}[7] exponential(%x{t})", f"%log{t} = {t}[7] log(%x{t})",
+               f"%sqrt{t} = {t}[7] sqrt(%x{t})", f"%sign{t} = {t}[7] sign(%x{t})",
+               f"%eq{t} = pred[7] compare(%x{t}, %x{t}), direction=EQ",
+               f"%ne{t} = pred[7] compare(%x{t}, %y{t}), direction=NE",
+               f"%sel{t} = {t}[7] select(%ne{t}, %x{t}, %y{t})", f"%cvt{t} = {t}[7] convert(%f{t})",
+               f"%k{t} = {t}[] constant((1.5, -2))", f"%kb{t} = {t}[7] broadcast(%k{t}), dimensions={{}}",
+               f"%kx{t} = {t}[7] multiply(%kb{t}, %x{t})"]
+        lines += ["  " + line for line in ops]
+        results += [(line.split()[0][1:], line.split()[2]) for line in ops if not line.startswith(f"%k{t} =")]
+    lines.append("  %widen = c128[7] convert(%xc64)")
+    results.append(("widen", "c128[7]"))
+    arith = module("complex_arith", params, lines, results)
+    fft = module("fft", ["a: c64[3,4,6]", "b: f32[5,12]", "c: c128[2,7,5]", "d: c64[2,97]"], [
+        "  %r0 = c64[3,4,6] fft(%a), fft_type=FFT, fft_length={4,6}",
+        "  %r1 = c64[3,4,6] fft(%a), fft_type=IFFT, fft_length={3,4,6}",
+        "  %r2 = c64[5,7] fft(%b), fft_type=RFFT, fft_length={12}",
+        "  %r3 = f64[2,7,8] fft(%c), fft_type=IRFFT, fft_length={7,8}",
+        "  %r4 = c64[2,97] fft(%d), fft_type=FFT, fft_length={97}"],
+        [("r0", "c64[3,4,6]"), ("r1", "c64[3,4,6]"), ("r2", "c64[5,7]"), ("r3", "f64[2,7,8]"), ("r4", "c64[2,97]")])
+    return [
+        (Opcode.COMPLEX, Case("complex", complex_)),
+        (Opcode.REAL, Case("real", real)),
+        (Opcode.IMAG, Case("imag", imag)),
+        (Opcode.MULTIPLY, Case("complex-arith", arith)),
+        (Opcode.FFT, Case("fft", fft, lambda rng, args: [a / a.dtype.type(16) for a in args])),
+    ]
+
+
 def _refused() -> dict[Opcode, tuple[str, str]]:
     """Opcodes the backend refuses: (a module using it, the reason its CodegenUnsupported gives)."""
-    c64 = "the CPU backend does not support element type c64"
     rng = "random number generation is not supported by the CPU backend"
     return {
-        Opcode.COMPLEX: (module("complex", ["a: f32[3]", "b: f32[3]"], ["  %r0 = c64[3] complex(%a, %b)"],
-                                [("r0", "c64[3]")]), c64),
-        Opcode.REAL: (module("real", ["a: c64[3]"], ["  %r0 = f32[3] real(%a)"], [("r0", "f32[3]")]), c64),
-        Opcode.IMAG: (module("imag", ["a: c64[3]"], ["  %r0 = f32[3] imag(%a)"], [("r0", "f32[3]")]), c64),
         Opcode.RNG: (module("rng", [], ["  %a = f32[] constant(0)", "  %b = f32[] constant(1)",
                                         "  %r0 = f32[4] rng(%a, %b), distribution=rng_uniform"],
                             [("r0", "f32[4]")]), rng),
@@ -550,7 +589,7 @@ def _refused() -> dict[Opcode, tuple[str, str]]:
 def _cases() -> dict[Opcode, list[Case]]:
     table: dict[Opcode, list[Case]] = {}
     for op, case in (_unary_cases() + _binary_cases() + _other_elementwise_cases() + _data_movement_cases()
-                     + _compute_cases()):
+                     + _compute_cases() + _complex_cases()):
         table.setdefault(op, []).append(case)
     return table
 
