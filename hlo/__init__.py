@@ -7,7 +7,7 @@ evaluator), the IR classes and the ``ComputationBuilder``. The opcode table in
 """
 
 from hlo.attributes import (
-    Attrs, CompRef, ComparisonDirection, ComparisonType, ConvDimLabels, FusionKind, Ident, IndexCheck, InstRef,
+    Attrs, CompRef, ComparisonDirection, ComparisonType, ConvDimLabels, FftType, FusionKind, Ident, IndexCheck, InstRef,
     OpMetadata, PadDim, ProgramShape, Raw, SliceDim, StrMap, Window, WindowDim,
 )
 from hlo.builder import ComputationBuilder, Value, module_of
@@ -22,7 +22,7 @@ from hlo.text.parser import parse_module, parse_shape
 from hlo.verifier import verify
 
 __all__ = [
-    "Attrs", "CompRef", "ComparisonDirection", "ComparisonType", "ConvDimLabels", "FusionKind", "Ident",
+    "Attrs", "CompRef", "ComparisonDirection", "ComparisonType", "ConvDimLabels", "FftType", "FusionKind", "Ident",
     "IndexCheck", "InstRef", "OpMetadata", "PadDim", "ProgramShape", "Raw", "SliceDim", "StrMap", "Window",
     "WindowDim", "ComputationBuilder", "Value", "module_of", "PrimitiveType", "HloError", "HloEvaluationError",
     "HloInvalidArgumentError", "HloParseError", "HloVerifierError", "evaluate", "HloComputation",
