@@ -54,6 +54,7 @@ def work_elements(n: int) -> int:
 _COMMON = r"""
 #define BLUESTEIN_PRIME BLUESTEIN_LIMIT
 #define TFXLA_PI 3.14159265358979323846  /* M_PI is not in strict C11 */
+#define TFXLA_LINE_BLOCK 8  /* strided lines gathered at once (a cache line of c64 holds 8) */
 static int64_t tfxla_fft_largest_prime(int64_t n) {
   int64_t best = 1;
   for (int64_t q = 2; q * q <= n; ++q) while (n % q == 0) { best = q; n /= q; }
@@ -70,12 +71,15 @@ typedef struct tfxla_fft_plan_SFX {
   CT* chirp;             /* Bluestein: exp(-pi i k^2 / n), k < n */
   CT* bfft;              /* Bluestein: FFT_m of the conjugate chirp, divided by m */
   struct tfxla_fft_plan_SFX* sub;  /* Bluestein: the plan of length m */
+  CT* rtw;               /* a real plan of even n: exp(-2 pi i k / n), k < n/2 */
+  struct tfxla_fft_plan_SFX* half;  /* a real plan of even n: the complex plan of length n/2 */
 } tfxla_fft_plan_SFX;
 
 static void tfxla_fft_plan_free_SFX(tfxla_fft_plan_SFX* p) {
   if (!p) return;
-  free(p->tw); free(p->chirp); free(p->bfft);
+  free(p->tw); free(p->chirp); free(p->bfft); free(p->rtw);
   if (p->sub) { tfxla_fft_plan_free_SFX(p->sub); free(p->sub); }
+  if (p->half) { tfxla_fft_plan_free_SFX(p->half); free(p->half); }
   memset(p, 0, sizeof(*p));
 }
 
@@ -224,7 +228,68 @@ static void tfxla_fft_exec_SFX(const tfxla_fft_plan_SFX* p, CT* x, CT* work, int
   if (inverse) for (int64_t k = 0; k < n; ++k) x[k] = conj(x[k]);
 }
 
-static int64_t tfxla_fft_work_SFX(const tfxla_fft_plan_SFX* p) { return p->m ? 2 * p->m : p->n; }
+static int64_t tfxla_fft_work_SFX(const tfxla_fft_plan_SFX* p) {
+  return p->half ? tfxla_fft_work_SFX(p->half) : p->m ? 2 * p->m : p->n;
+}
+
+/* A plan for real rows of length n: for even n, a complex transform of n/2 points (even samples as real
+   parts, odd ones as imaginary parts) and the twiddles that split it; for odd n, the complex plan. */
+static int tfxla_fft_plan_init_real_SFX(tfxla_fft_plan_SFX* p, int64_t n) {
+  if (n < 2 || n % 2) return tfxla_fft_plan_init_SFX(p, n);
+  memset(p, 0, sizeof(*p));
+  p->n = n;
+  p->half = (tfxla_fft_plan_SFX*)calloc(1, sizeof(tfxla_fft_plan_SFX));
+  p->rtw = (CT*)malloc(sizeof(CT) * (n / 2));
+  if (!p->half || !p->rtw || tfxla_fft_plan_init_SFX(p->half, n / 2)) { tfxla_fft_plan_free_SFX(p); return 1; }
+  for (int64_t k = 0; k < n / 2; ++k) {
+    const double a = -2.0 * TFXLA_PI * (double)k / (double)n;
+    p->rtw[k] = CMPLX_(cos(a), sin(a));
+  }
+  return 0;
+}
+
+/* dst[0..n/2] = the non-negative frequencies of the real row src[0..n) (p: a real plan). */
+static void tfxla_rfft_row_SFX(const tfxla_fft_plan_SFX* p, const FT* src, CT* dst, CT* row, CT* work) {
+  const int64_t n = p->n, m = n / 2;
+  if (!p->half) {
+    for (int64_t k = 0; k < n; ++k) row[k] = src[k];
+    tfxla_fft_exec_SFX(p, row, work, 0);
+    for (int64_t k = 0; k <= m; ++k) dst[k] = row[k];
+    return;
+  }
+  for (int64_t k = 0; k < m; ++k) row[k] = CMPLX_(src[2 * k], src[2 * k + 1]);
+  tfxla_fft_exec_SFX(p->half, row, work, 0);
+  dst[0] = CMPLX_(creal(row[0]) + cimag(row[0]), 0);
+  dst[m] = CMPLX_(creal(row[0]) - cimag(row[0]), 0);
+  for (int64_t k = 1; k < m; ++k) {  /* X = E + w^k O with E, O the even and odd samples' spectra */
+    const CT a = row[k], b = conj(row[m - k]);
+    dst[k] = (a + b) * (FT)0.5 + CMUL(p->rtw[k], MULI(b - a) * (FT)0.5);
+  }
+}
+
+/* dst[0..n) = scale * the unnormalized inverse of the Hermitian spectrum src[0..n/2] (p: a real plan); the
+   imaginary parts of src[0] and (n even) src[n/2] are ignored. */
+static void tfxla_irfft_row_SFX(const tfxla_fft_plan_SFX* p, const CT* src, FT* dst, CT* row, CT* work, FT scale) {
+  const int64_t n = p->n, m = n / 2;
+  if (!p->half) {
+    for (int64_t k = 0; k <= m; ++k) row[k] = src[k];
+    for (int64_t k = m + 1; k < n; ++k) row[k] = conj(src[n - k]);
+    tfxla_fft_exec_SFX(p, row, work, 1);
+    for (int64_t k = 0; k < n; ++k) dst[k] = creal(row[k]) * scale;
+    return;
+  }
+  const FT x0 = creal(src[0]), xm = creal(src[m]);
+  row[0] = CMPLX_(x0 + xm, x0 - xm);
+  for (int64_t k = 1; k < m; ++k) {  /* 2 (E + i O), E and O the even and odd samples' spectra */
+    const CT a = src[k], b = conj(src[m - k]);
+    row[k] = (a + b) + MULI(CMUL(a - b, conj(p->rtw[k])));
+  }
+  tfxla_fft_exec_SFX(p->half, row, work, 1);
+  for (int64_t k = 0; k < m; ++k) {
+    dst[2 * k] = creal(row[k]) * scale;
+    dst[2 * k + 1] = cimag(row[k]) * scale;
+  }
+}
 
 /* The lines of one axis, as tasks. kind: 0 complex in place, 1 real rows -> half spectra, 2 half spectra -> real. */
 typedef struct {
@@ -238,35 +303,36 @@ typedef struct {
 
 static void tfxla_fft_lines_SFX(void* ctx_, int64_t begin, int64_t end) {
   tfxla_fft_task_SFX* const c = (tfxla_fft_task_SFX*)ctx_;
+  const tfxla_fft_plan_SFX* const p = c->plan;
   const int64_t n = c->len, inner = c->inner, h = c->half;
-  CT* const row = (CT*)malloc(sizeof(CT) * (n + tfxla_fft_work_SFX(c->plan)));
+  const int64_t rows = c->kind == 0 && inner > 1 ? TFXLA_LINE_BLOCK : 1;  /* strided lines: a block at once */
+  CT* const row = (CT*)malloc(sizeof(CT) * (rows * n + tfxla_fft_work_SFX(p)));
   if (!row) { c->failed = 1; return; }
-  CT* const work = row + n;
+  CT* const work = row + rows * n;
   const FT scale = c->inverse ? (FT)1 / (FT)n : (FT)1;
-  for (int64_t line = begin; line < end; ++line) {
+  for (int64_t line = begin; line < end;) {
     if (c->kind == 1) {
-      const FT* src = (const FT*)c->in + line * n;
-      CT* dst = (CT*)c->out + line * h;
-      for (int64_t k = 0; k < n; ++k) row[k] = src[k];
-      tfxla_fft_exec_SFX(c->plan, row, work, 0);
-      for (int64_t k = 0; k < h; ++k) dst[k] = row[k];
+      tfxla_rfft_row_SFX(p, (const FT*)c->in + line * n, (CT*)c->out + line * h, row, work);
+      ++line;
     } else if (c->kind == 2) {
-      const CT* src = (const CT*)c->in + line * h;
-      FT* dst = (FT*)c->out + line * n;
-      for (int64_t k = 0; k < h; ++k) row[k] = src[k];
-      for (int64_t k = h; k < n; ++k) row[k] = conj(src[n - k]);
-      tfxla_fft_exec_SFX(c->plan, row, work, 1);
-      for (int64_t k = 0; k < n; ++k) dst[k] = creal(row[k]) * scale;
-    } else {
-      CT* base = (CT*)c->out + (line / inner) * n * inner + line % inner;
-      if (inner == 1) {
-        tfxla_fft_exec_SFX(c->plan, base, work, c->inverse);
-        if (c->inverse) for (int64_t k = 0; k < n; ++k) base[k] *= scale;
-      } else {
-        for (int64_t k = 0; k < n; ++k) row[k] = base[k * inner];
-        tfxla_fft_exec_SFX(c->plan, row, work, c->inverse);
-        for (int64_t k = 0; k < n; ++k) base[k * inner] = row[k] * scale;
-      }
+      tfxla_irfft_row_SFX(p, (const CT*)c->in + line * h, (FT*)c->out + line * n, row, work, scale);
+      ++line;
+    } else if (inner == 1) {
+      CT* const base = (CT*)c->out + line * n;
+      tfxla_fft_exec_SFX(p, base, work, c->inverse);
+      if (c->inverse) for (int64_t k = 0; k < n; ++k) base[k] *= scale;
+      ++line;
+    } else {  /* lines j..j+count of one outer index: neighbours in memory, gathered together */
+      const int64_t j = line % inner;
+      int64_t count = inner - j < rows ? inner - j : rows;
+      if (count > end - line) count = end - line;
+      CT* const base = (CT*)c->out + (line / inner) * n * inner + j;
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t b = 0; b < count; ++b) row[b * n + k] = base[k * inner + b];
+      for (int64_t b = 0; b < count; ++b) tfxla_fft_exec_SFX(p, row + b * n, work, c->inverse);
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t b = 0; b < count; ++b) base[k * inner + b] = row[b * n + k] * scale;
+      line += count;
     }
   }
   free(row);

@@ -34,17 +34,19 @@ def _row_major(buf: Buf, inst: HloInstruction, what: str) -> None:
                                  f"{buf.shape}")
 
 
-def _plan(em: ComputationEmitter, n: int, sfx: str) -> str:
-    """The state field holding the plan of length ``n`` (built once per module and precision)."""
+def _plan(em: ComputationEmitter, n: int, sfx: str, real: bool = False) -> str:
+    """The state field holding the plan of length ``n`` (built once per module, precision and kind: a real
+    plan transforms real rows)."""
     gen = em.gen
-    plans: dict[tuple[int, str], str] = gen.__dict__.setdefault("_fft_plans", {})
-    key = (n, sfx)
+    plans: dict[tuple[int, str, bool], str] = gen.__dict__.setdefault("_fft_plans", {})
+    key = (n, sfx, real)
     if key not in plans:
-        field = f"fft_{sfx}{n}"
+        field = f"fft_{'r' if real else ''}{sfx}{n}"
+        init = f"tfxla_fft_plan_init_{'real_' if real else ''}{sfx}"
         plans[key] = field
         gen.state_fields.line(f"struct tfxla_fft_plan_{sfx}* {field};")
         gen.init_code.line(f"st->{field} = (tfxla_fft_plan_{sfx}*)malloc(sizeof(tfxla_fft_plan_{sfx}));")
-        gen.init_code.line(f"if (!st->{field} || tfxla_fft_plan_init_{sfx}(st->{field}, {n})) "
+        gen.init_code.line(f"if (!st->{field} || {init}(st->{field}, {n})) "
                            f"{{ snprintf(err, errlen, \"fft: out of memory planning length {n}\"); return 1; }}")
         gen.teardown_code.line(f"if (st->{field}) {{ tfxla_fft_plan_free_{sfx}(st->{field}); free(st->{field}); }}")
     return f"tfxla_st->{plans[key]}"
@@ -91,7 +93,8 @@ def _fft(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
         complex_axes(target.ptr, kind is FftType.IFFT, reversed(transformed))
     elif kind is FftType.RFFT:
         n, half = lengths[-1], out.dims[-1]
-        _run(em, inst, _plan(em, n, sfx), sfx, src.ptr, target.ptr, x.num_elements // n, n, 1, half, 1, False)
+        _run(em, inst, _plan(em, n, sfx, real=True), sfx, src.ptr, target.ptr, x.num_elements // n, n, 1, half, 1,
+             False)
         complex_axes(target.ptr, False, reversed(transformed[:-1]))
     else:
         n, half = lengths[-1], x.dims[-1]
@@ -100,7 +103,8 @@ def _fft(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
             data = f"(({em.gen.dialect.storage(x.dtype)}*){em.alloc_bytes(x.byte_size, f'{inst.name}.spectrum')})"
             em.buf.line(f"memcpy({data}, {src.ptr}, {x.byte_size});")
             complex_axes(data, True, reversed(transformed[:-1]))
-        _run(em, inst, _plan(em, n, sfx), sfx, data, target.ptr, out.num_elements // n, n, 1, half, 2, True)
+        _run(em, inst, _plan(em, n, sfx, real=True), sfx, data, target.ptr, out.num_elements // n, n, 1, half, 2,
+             True)
 
 
 def _library(em: ComputationEmitter, sfx: str) -> None:
