@@ -6,7 +6,7 @@ real type, ``CT`` the complex type, ``SFX`` the name suffix ``f``/``d``):
 
 * a 1-D plan of length ``n`` factors ``n`` into radix 4, 2, 3, 5 and other primes and holds its
   twiddles ``exp(-2 pi i k / n)`` (computed in double, rounded once); a recursive mixed-radix
-  Cooley-Tukey (decimation in time, out of place) runs it with radix-2/3/4 butterflies and a generic
+  Cooley-Tukey (decimation in time, out of place) runs it with radix-2/3/4/5 butterflies and a generic
   one for other primes. A length with a prime factor above ``BLUESTEIN_PRIME`` runs Bluestein's
   algorithm instead: a chirp times a convolution done with power-of-two FFTs of length
   ``m >= 2n - 1`` (the chirp's angles come from ``k^2 mod 2n`` in integers, so they stay exact).
@@ -171,6 +171,23 @@ static void tfxla_fft_bfly4_SFX(CT* f, int64_t fs, const CT* tw, int64_t m) {
   }
 }
 
+static void tfxla_fft_bfly5_SFX(CT* f, int64_t fs, const CT* tw, int64_t m) {
+  const FT ar = (FT)0.30901699437494742410, ai = (FT)-0.95105651629515357212;  /* exp(-2 pi i / 5) */
+  const FT br = (FT)-0.80901699437494742410, bi = (FT)-0.58778525229247312917;  /* exp(-4 pi i / 5) */
+  for (int64_t k = 0; k < m; ++k) {
+    const CT s0 = f[k], s1 = CMUL(f[m + k], tw[k * fs]), s2 = CMUL(f[2 * m + k], tw[2 * k * fs]);
+    const CT s3 = CMUL(f[3 * m + k], tw[3 * k * fs]), s4 = CMUL(f[4 * m + k], tw[4 * k * fs]);
+    const CT s7 = s1 + s4, s10 = s1 - s4, s8 = s2 + s3, s9 = s2 - s3;
+    const CT s5 = s0 + s7 * ar + s8 * br, s6 = MULI(s10 * ai + s9 * bi);
+    const CT s11 = s0 + s7 * br + s8 * ar, s12 = MULI(s10 * bi - s9 * ai);
+    f[k] = s0 + s7 + s8;
+    f[m + k] = s5 + s6;
+    f[4 * m + k] = s5 - s6;
+    f[2 * m + k] = s11 + s12;
+    f[3 * m + k] = s11 - s12;
+  }
+}
+
 static void tfxla_fft_bfly_generic_SFX(CT* f, int64_t fs, const CT* tw, int64_t m, int p, int64_t n) {
   CT scratch[BLUESTEIN_PRIME + 1];
   for (int64_t u = 0; u < m; ++u) {
@@ -203,6 +220,7 @@ static void tfxla_fft_rec_SFX(CT* out, const CT* in, int64_t fstride, const int*
     case 2: tfxla_fft_bfly2_SFX(out, fstride, tw, m); break;
     case 3: tfxla_fft_bfly3_SFX(out, fstride, tw, m); break;
     case 4: tfxla_fft_bfly4_SFX(out, fstride, tw, m); break;
+    case 5: tfxla_fft_bfly5_SFX(out, fstride, tw, m); break;
     default: tfxla_fft_bfly_generic_SFX(out, fstride, tw, m, p, total); break;
   }
 }
