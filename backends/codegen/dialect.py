@@ -135,7 +135,7 @@ def c_literal(value: object, t: P) -> str:
         return "1" if bool(value) else "0"
     if t.is_complex:  # C11's CMPLXF/CMPLX (<complex.h>): a constant expression, exact for inf and NaN parts
         part = P.F32 if t is P.C64 else P.F64
-        z = complex(value)  # type: ignore[arg-type]
+        z = complex(value)  # type: ignore[call-overload]
         return f"CMPLX{'F' if t is P.C64 else ''}({c_literal(z.real, part)}, {c_literal(z.imag, part)})"
     if t.is_integral:
         v = int(value)  # type: ignore[call-overload]
