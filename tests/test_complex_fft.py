@@ -19,7 +19,7 @@ import pytest
 import hlo
 from backends.cpu.fft_c import uses_bluestein, work_elements
 from hlo.shape_inference import ShapeError
-from tests.cpu_backend_util import compile_text, kernel_cache  # noqa: F401  (a fixture)
+from tests.cpu_backend_util import check_module, compile_text, kernel_cache  # noqa: F401  (a fixture)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -130,6 +130,31 @@ def test_cpu_fft_kernel_matches_the_evaluator(ctype: str, rtype: str, kernel_cac
     for k, (dims, lengths) in enumerate(SIZES):
         for j, kind in enumerate(("FFT", "IFFT", "RFFT", "IRFFT")):
             assert_fft_close(got[4 * k + j], want[4 * k + j], math.prod(lengths), f"{ctype} {kind} {dims}")
+
+
+COMPLEX_STRUCTURE = """HloModule complex_structure
+%addc (a: c64[], b: c64[]) -> c64[] {
+  %a = c64[] parameter(0)
+  %b = c64[] parameter(1)
+  ROOT %s = c64[] add(%a, %b)
+}
+ENTRY %e (x: c64[4,6], y: c64[6,3]) -> (c64[4,3], c64[4], c64[6,7], c64[12,4]) {
+  %x = c64[4,6] parameter(0)
+  %y = c64[6,3] parameter(1)
+  %d = c64[4,3] dot(%x, %y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %z = c64[] constant((0, 0))
+  %r = c64[4] reduce(%x, %z), dimensions={1}, to_apply=%addc
+  %t = c64[6,4] transpose(%x), dimensions={1,0}
+  %k = c64[] constant((1, -1))
+  %p = c64[6,7] pad(%t, %k), padding=0_0x1_2
+  %c = c64[12,4] concatenate(%t, %t), dimensions={0}
+  ROOT %o = (c64[4,3], c64[4], c64[6,7], c64[12,4]) tuple(%d, %r, %p, %c)
+}
+"""
+
+
+def test_cpu_complex_dot_reduce_and_data_movement(kernel_cache) -> None:
+    check_module(compile_text(COMPLEX_STRUCTURE, kernel_cache))  # f32 tolerances, per element
 
 
 def test_bluestein_is_used_for_large_prime_factors() -> None:
