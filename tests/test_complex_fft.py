@@ -162,6 +162,31 @@ def test_bluestein_is_used_for_large_prime_factors() -> None:
     assert work_elements(256) == 256 and work_elements(97) == 2 * 256
 
 
+SPECTRUM = """HloModule spectrum_{b}
+ENTRY %e (x: f32[{b},4,16]) -> (f32[{b},4,16]) {{
+  %x = f32[{b},4,16] parameter(0)
+  %r = c64[{b},4,9] fft(%x), fft_type=RFFT, fft_length={{16}}
+  %m = c64[{b},4,9] multiply(%r, %r)
+  %i = f32[{b},4,16] fft(%m), fft_type=IRFFT, fft_length={{4,16}}
+  ROOT %o = (f32[{b},4,16]) tuple(%i)
+}}
+"""
+
+
+def test_fft_tiles_over_a_batch_it_does_not_transform() -> None:
+    from hlo.analysis import NotBatchPolymorphic, batch_polymorphism
+
+    at = {b: hlo.parse_module(SPECTRUM.format(b=b)) for b in (1, 2, 3, 5)}
+    assert batch_polymorphism(at[2], at[3], 2, 3, [True]).outputs == (True,)
+    x = RNG.standard_normal((5, 4, 16)).astype(np.float32)
+    whole = hlo.evaluate(at[5], x)[0]
+    for r in range(5):  # row by row equals the whole batch: what tiling relies on
+        np.testing.assert_allclose(hlo.evaluate(at[1], x[r:r + 1])[0], whole[r:r + 1], rtol=1e-6, atol=1e-6)
+    over = SPECTRUM.replace("fft_length={{4,16}}", "fft_length={{{b},4,16}}")
+    with pytest.raises(NotBatchPolymorphic, match=r"%i \(fft\): attribute fft_length depends on the batch size"):
+        batch_polymorphism(hlo.parse_module(over.format(b=2)), hlo.parse_module(over.format(b=3)), 2, 3, [True])
+
+
 # --- TF lowerings ---------------------------------------------------------------------------------
 
 tf = pytest.importorskip("tensorflow")

@@ -310,6 +310,14 @@ def _topk(ctx: _Ctx) -> Info:
     return _per_output(ctx, b)
 
 
+@_rule(O.FFT)
+def _fft(ctx: _Ctx) -> Info:
+    b = ctx.ops[0]
+    if b is not None and b.dim >= len(ctx.shapes[0].dims) - len(tuple(ctx.ins.attr("fft_length"))):
+        raise ctx.fail("transforms along the batch dimension")
+    return b
+
+
 @_rule(O.TUPLE)
 def _tuple(ctx: _Ctx) -> Info:
     return tuple(ctx.ops)
