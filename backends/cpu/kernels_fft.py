@@ -15,6 +15,7 @@ another layout is refused with ``CodegenUnsupported``. A zero-size operand or re
 
 from __future__ import annotations
 
+import enum
 import math
 
 from backends.codegen.errors import CodegenUnsupported
@@ -26,6 +27,14 @@ from hlo.dtypes import PrimitiveType as P
 from hlo.ir import HloInstruction
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape
+
+
+class Lines(enum.IntEnum):
+    """What ``tfxla_fft_run`` does to each line (the C library's ``kind``)."""
+
+    COMPLEX = 0  # a complex line, in place
+    REAL_TO_HALF = 1  # a real row to its n/2 + 1 non-negative frequencies (RFFT)
+    HALF_TO_REAL = 2  # a Hermitian half spectrum to its real row (IRFFT)
 
 
 def _row_major(buf: Buf, inst: HloInstruction, what: str) -> None:
@@ -53,9 +62,10 @@ def _plan(em: ComputationEmitter, n: int, sfx: str, real: bool = False) -> str:
 
 
 def _run(em: ComputationEmitter, inst: HloInstruction, plan: str, sfx: str, src: str, dst: str, lines: int,
-         length: int, inner: int, half: int, kind: int, inverse: bool) -> None:
+         length: int, inner: int, half: int, kind: Lines, inverse: bool) -> None:
+    """One driver call: ``lines`` lines of ``length`` elements, ``inner`` apart (1: contiguous rows)."""
     threshold = em.gen.options.parallel_threshold
-    em.buf.line(f"if (tfxla_fft_run_{sfx}({plan}, {src}, {dst}, {lines}, {length}, {inner}, {half}, {kind}, "
+    em.buf.line(f"if (tfxla_fft_run_{sfx}({plan}, {src}, {dst}, {lines}, {length}, {inner}, {half}, {int(kind)}, "
                 f"{int(inverse)}, {threshold})) {{ snprintf(err, errlen, \"%s\", \"fft %{inst.name}: out of memory\"); "
                 f"return 1; }}")
 
@@ -85,7 +95,7 @@ def _fft(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
         for a in axes:
             inner, length = math.prod(dims[a + 1:]), dims[a]
             lines = math.prod(dims) // length
-            _run(em, inst, _plan(em, length, sfx), sfx, data, data, lines, length, inner, 0, 0, inverse)
+            _run(em, inst, _plan(em, length, sfx), sfx, data, data, lines, length, inner, 0, Lines.COMPLEX, inverse)
 
     transformed = range(rank - k, rank)
     if kind in (FftType.FFT, FftType.IFFT):
@@ -93,8 +103,8 @@ def _fft(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
         complex_axes(target.ptr, kind is FftType.IFFT, reversed(transformed))
     elif kind is FftType.RFFT:
         n, half = lengths[-1], out.dims[-1]
-        _run(em, inst, _plan(em, n, sfx, real=True), sfx, src.ptr, target.ptr, x.num_elements // n, n, 1, half, 1,
-             False)
+        _run(em, inst, _plan(em, n, sfx, real=True), sfx, src.ptr, target.ptr, x.num_elements // n, n, 1, half,
+             Lines.REAL_TO_HALF, False)
         complex_axes(target.ptr, False, reversed(transformed[:-1]))
     else:
         n, half = lengths[-1], x.dims[-1]
@@ -103,8 +113,8 @@ def _fft(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
             data = f"(({em.gen.dialect.storage(x.dtype)}*){em.alloc_bytes(x.byte_size, f'{inst.name}.spectrum')})"
             em.buf.line(f"memcpy({data}, {src.ptr}, {x.byte_size});")
             complex_axes(data, True, reversed(transformed[:-1]))
-        _run(em, inst, _plan(em, n, sfx, real=True), sfx, data, target.ptr, out.num_elements // n, n, 1, half, 2,
-             True)
+        _run(em, inst, _plan(em, n, sfx, real=True), sfx, data, target.ptr, out.num_elements // n, n, 1, half,
+             Lines.HALF_TO_REAL, True)
 
 
 def _library(em: ComputationEmitter, sfx: str) -> None:
