@@ -209,7 +209,9 @@ def test_complex_ops_compiled_match_tf(dtype) -> None:
         z = tf.complex(a, b)  # broadcast
         return (z, tf.math.real(x), tf.math.imag(x), tf.abs(x), tf.math.conj(x), tf.math.angle(x),
                 x + y, x - y, x * y, x / y, -x, tf.exp(x), tf.math.log(x), tf.sqrt(x), tf.square(x),
-                tf.math.rsqrt(x), tf.math.reciprocal(x), tf.equal(x, y), tf.not_equal(x, x), tf.cast(a, dtype),
+                tf.math.rsqrt(x), tf.math.reciprocal(x), tf.sin(x), tf.cos(x), tf.tan(x), tf.tanh(x), tf.sign(x),
+                tf.sign(x * 0), tf.reduce_sum(x, 1), tf.reduce_prod(x, 0), tf.reduce_mean(x),
+                tf.equal(x, y), tf.not_equal(x, x), tf.cast(a, dtype),
                 tf.cast(x, real), tf.reshape(tf.transpose(x), [15]), tf.concat([x, y], 0))
     got, want = _compiled(ops, x, y, a, b)
     rtol = 2e-5 if dtype is np.complex64 else 1e-12

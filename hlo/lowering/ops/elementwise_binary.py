@@ -121,8 +121,8 @@ def _no_nan(opcode: Opcode) -> Rule:
     return lower
 
 
-register_lowering("MulNoNan", dtypes=FLOATS)(_no_nan(Opcode.MULTIPLY))
-register_lowering("DivNoNan", dtypes=FLOATS)(_no_nan(Opcode.DIVIDE))
+register_lowering("MulNoNan", dtypes=FLOATS | COMPLEX)(_no_nan(Opcode.MULTIPLY))
+register_lowering("DivNoNan", dtypes=FLOATS | COMPLEX)(_no_nan(Opcode.DIVIDE))
 
 
 def _floor_adjust(ctx: LoweringContext, y: Value, r: Value) -> Value:

@@ -45,10 +45,10 @@ _DIRECT = {
     "Log1p": (Opcode.LOG_PLUS_ONE, FLOATS),
     "Sqrt": (Opcode.SQRT, FLOATS | COMPLEX),
     "Rsqrt": (Opcode.RSQRT, FLOATS | COMPLEX),
-    "Sin": (Opcode.SINE, FLOATS),
-    "Cos": (Opcode.COSINE, FLOATS),
-    "Tan": (Opcode.TAN, FLOATS),
-    "Tanh": (Opcode.TANH, FLOATS),
+    "Sin": (Opcode.SINE, FLOATS | COMPLEX),
+    "Cos": (Opcode.COSINE, FLOATS | COMPLEX),
+    "Tan": (Opcode.TAN, FLOATS | COMPLEX),
+    "Tanh": (Opcode.TANH, FLOATS | COMPLEX),
     "Sigmoid": (Opcode.LOGISTIC, FLOATS),
     "Erf": (Opcode.ERF, FLOATS),
     "IsFinite": (Opcode.IS_FINITE, FLOATS),
@@ -67,7 +67,7 @@ for _op, (_opcode, _dtypes) in _DIRECT.items():
     register_lowering(_op, dtypes=_dtypes)(_direct(_opcode))
 
 
-@register_lowering("Sign", dtypes=FLOATS | SIGNED_INTS)
+@register_lowering("Sign", dtypes=FLOATS | SIGNED_INTS | COMPLEX)
 def sign(ctx: LoweringContext) -> Value:
     (x,) = ctx.inputs
     return zero_where(ctx, ctx.compare(x, ctx.full(0, x), "EQ"), ctx.b.sign(x))  # -0 -> +0

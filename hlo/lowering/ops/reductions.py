@@ -48,8 +48,8 @@ def _finish(ctx: LoweringContext, out: Value, x: Value, axes: Sequence[int]) -> 
 
 # op type -> (opcode, identity as a function of the element type, dtypes, accumulate wide)
 _SIMPLE = {
-    "Sum": (Opcode.ADD, lambda t: 0, NUMERIC, True),
-    "Prod": (Opcode.MULTIPLY, lambda t: 1, NUMERIC, True),
+    "Sum": (Opcode.ADD, lambda t: 0, NUMERIC | COMPLEX, True),
+    "Prod": (Opcode.MULTIPLY, lambda t: 1, NUMERIC | COMPLEX, True),
     "Max": (Opcode.MAXIMUM, ru.lowest, NUMERIC, False),
     "Min": (Opcode.MINIMUM, ru.highest, NUMERIC, False),
     "All": (Opcode.AND, lambda t: True, None, False),  # bool only, by the op's definition (no T attr)
@@ -78,7 +78,7 @@ def _mean_accumulator(dtype: P) -> P:
     return ru.accumulation_type(dtype)
 
 
-@register_lowering("Mean", dtypes=NUMERIC, const_inputs=(1,))
+@register_lowering("Mean", dtypes=NUMERIC | COMPLEX, const_inputs=(1,))
 def mean(ctx: LoweringContext) -> Value:
     x, axes = _axes(ctx)
     dtype = ctx.dtype(x)
