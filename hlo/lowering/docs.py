@@ -13,6 +13,7 @@ by index.
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from pathlib import Path
 
@@ -67,6 +68,15 @@ def _family(rule: LoweringRule) -> str:
     return rule.fn.__module__.rsplit(".", 1)[-1].lstrip("_")
 
 
+def _complex_section(rules: dict[str, LoweringRule]) -> list[str]:
+    """The semantics of the complex and FFT rules: their module's docstring, so they cannot drift."""
+    own = [r for r in rules.values() if _family(r) == "complex_fft"]
+    if not own:
+        return []
+    doc = inspect.getdoc(sys.modules[own[0].fn.__module__]) or ""
+    return ["", "## Complex numbers and FFTs", "", f"From `{own[0].fn.__module__}`:", "", *doc.splitlines()]
+
+
 def render() -> str:
     rules = supported_ops()
     lines = [
@@ -87,6 +97,7 @@ def render() -> str:
         attrs = ", ".join(f"`{a}`" for a in rule.type_attrs) if rule.dtypes is not None else ""
         lines.append(f"| `{op_type}` | {_dtypes(rule)} | {attrs} | {_const_inputs(op_type, rule)} | "
                      f"{_family(rule)} |")
+    lines += _complex_section(rules)
     lines += [
         "",
         "## TensorLists",

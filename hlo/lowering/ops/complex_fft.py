@@ -10,6 +10,11 @@
   ``IRFFT*(input, fft_length)``: the complex input is cropped or zero-padded to ``fft_length`` with the
   innermost dim ``fft_length[-1] / 2 + 1``; the imaginary parts of its zero (and Nyquist) frequencies
   are ignored. ``fft_length`` must be a compile-time constant (it decides the result's shape).
+
+Arithmetic that TF has complex kernels for (``AddV2``, ``Mul``, ``RealDiv``, ``Exp``, ``Sqrt``, ``Sum``,
+...) takes complex64/complex128 in its own family's rule (the table above lists the dtypes); data
+movement takes every dtype; ``Cast`` from complex to real keeps the real part. The CPU backend computes
+them all; the CUDA backend refuses complex types.
 """
 
 from __future__ import annotations
