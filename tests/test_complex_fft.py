@@ -157,6 +157,15 @@ def test_cpu_complex_dot_reduce_and_data_movement(kernel_cache) -> None:
     check_module(compile_text(COMPLEX_STRUCTURE, kernel_cache))  # f32 tolerances, per element
 
 
+def test_cpu_complex_abs_keeps_hypots_special_values(kernel_cache) -> None:
+    exe = compile_text("HloModule a\nENTRY e {\n  x = c64[7] parameter(0)\n  ROOT f = f32[7] abs(x)\n}\n", kernel_cache)
+    x = np.array([complex(np.inf, np.nan), complex(np.nan, -np.inf), complex(np.nan, 1), 3 - 4j, 1e30 + 1e30j,
+                  -0.0, 1e-30 - 1e-30j], np.complex64)
+    got = exe(x)[0]
+    np.testing.assert_array_equal(got, hlo.evaluate(exe.module, x)[0])  # inf, inf, nan, 5, ... (no overflow)
+    assert np.isinf(got[:2]).all() and got[3] == 5
+
+
 def test_bluestein_is_used_for_large_prime_factors() -> None:
     assert [n for n in (7, 12, 31, 37, 97, 256, 194) if uses_bluestein(n)] == [37, 97, 194]
     assert work_elements(256) == 256 and work_elements(97) == 2 * 256

@@ -39,7 +39,8 @@ def kind(dialect: Dialect, t: P) -> str:
 
 # opcode -> {kind: template}; {x} is the operand, {n} the HLO type name (s32, u8, ...).
 UNARY = {
-    Opcode.ABS: {"f": "fabsf({x})", "d": "fabs({x})", "i": "tfxla_abs_{n}({x})", "c": "cabsf({x})", "z": "cabs({x})"},
+    Opcode.ABS: {"f": "fabsf({x})", "d": "fabs({x})", "i": "tfxla_abs_{n}({x})", "c": "tfxla_cabsf({x})",
+                 "z": "cabs({x})"},
     Opcode.NEGATE: {"f": "-({x})", "d": "-({x})", "i": "({c})(0u - ({c})({x}))", "c": "-({x})", "z": "-({x})"},
     Opcode.SIGN: {"f": "tfxla_signf({x})", "d": "tfxla_sign({x})", "i": "({c})(({x}) > 0) - ({c})(({x}) < 0)",
                   "c": "tfxla_csignf({x})", "z": "tfxla_csign({x})"},

@@ -6,7 +6,8 @@
 ``cabsf``, ...); its ``complex`` and ``I`` macros are undefined so that no generated name can collide.
 Multiplication is the textbook formula ``(ac - bd) + (ad + bc)i``, as XLA's elemental emitter writes it
 (C's ``*`` on ``_Complex`` adds Annex G's NaN recovery, a libgcc call, and does not vectorize); division
-is C's (Annex G, with scaling), and ``sign(x)`` is ``x / |x|`` (0 at 0), as the evaluator's.
+is C's (Annex G, with scaling), and ``sign(x)`` is ``x / |x|`` (0 at 0), as the evaluator's. ``|x|`` of a
+c64 is computed in double (``tfxla_cabsf``: vectorizes, within one rounding of hypot), of a c128 by ``cabs``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ static inline float _Complex tfxla_cmulf(float _Complex a, float _Complex b) {
 }
 static inline double _Complex tfxla_cmul(double _Complex a, double _Complex b) {
   return CMPLX(creal(a) * creal(b) - cimag(a) * cimag(b), creal(a) * cimag(b) + cimag(a) * creal(b));
+}
+/* |x| of a c64 in double: exact squares, no overflow, one rounding of a correctly rounded sqrt (cabsf, a
+   hypotf call, does not vectorize); an infinite part gives inf even when the other is NaN, as hypot. */
+static inline float tfxla_cabsf(float _Complex x) {
+  const double r = crealf(x), i = cimagf(x);
+  return (isinf(r) || isinf(i)) ? INFINITY : (float)sqrt(r * r + i * i);
 }
 static inline float _Complex tfxla_mulif(float _Complex a) { return CMPLXF(-cimagf(a), crealf(a)); }
 static inline double _Complex tfxla_muli(double _Complex a) { return CMPLX(-cimag(a), creal(a)); }
