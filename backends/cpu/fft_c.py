@@ -252,7 +252,7 @@ static int64_t tfxla_fft_work_SFX(const tfxla_fft_plan_SFX* p) {
 
 /* A plan for real rows of length n: for even n, a complex transform of n/2 points (even samples as real
    parts, odd ones as imaginary parts) and the twiddles that split it; for odd n, the complex plan. */
-static int tfxla_fft_plan_init_real_SFX(tfxla_fft_plan_SFX* p, int64_t n) {
+__attribute__((unused)) static int tfxla_fft_plan_init_real_SFX(tfxla_fft_plan_SFX* p, int64_t n) {
   if (n < 2 || n % 2) return tfxla_fft_plan_init_SFX(p, n);
   memset(p, 0, sizeof(*p));
   p->n = n;
