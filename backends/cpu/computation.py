@@ -36,6 +36,7 @@ from backends.codegen.values import Buf
 from backends.cpu.column_reduce import column_reduce
 from backends.cpu.dialect import C
 from backends.cpu.index_check import emit_index_checks, emit_scatter_check
+from backends.cpu.row_program import emit_row_group, row_groups
 from backends.cpu.parallel import Outliner, emit_nest, emit_split_reduction, inner_work, parallel_loops
 from hlo.dtypes import PrimitiveType
 from hlo.ir import HloComputation, HloInstruction
@@ -157,16 +158,58 @@ class ComputationEmitter(ComputationEmitterBase):
             ptrs = iter([f"p[{pos + k}]" for k in range(n)])
             self.values[p.name] = V.rebuild(p.shape, lambda s: self.declare(check_array(s, "buffer"), next(ptrs)))
             pos += n
+        groups = {m.name: g for g in row_groups(comp) for m in g}
+        group_start = 0
         for step, inst in enumerate(comp.instructions):
             self.step = step
-            self.emit_instruction(inst, direct.get(inst.name))
-            self.release_dead(step)
+            group = groups.get(inst.name)
+            if group is None:
+                self.emit_instruction(inst, direct.get(inst.name))
+                self.release_dead(step)
+                continue
+            # A row program member (row_program.py): only values used outside the group get a buffer;
+            # buffers are released once the group's loop is emitted (it reads them all).
+            group_start = step if inst is group[0] else group_start
+            if inst.name in direct:
+                self.values[inst.name] = direct[inst.name]
+            elif inst is root or self._used_outside(inst, group):
+                before = set(self.arena.live)
+                self.values[inst.name] = self.alloc_value(inst.shape, inst.name)
+                self._owned[inst.name] = [k for k in self.arena.live if k not in before]
+            if inst is group[-1]:
+                self.emit_row_group(group)
+                for s in range(group_start, step + 1):
+                    self.release_dead(s)
         # Results not written in place are copied.
         final = self.values.get(root.name)
         if final is None:
             final = self.gen.constant_value(root)
         for src, dst in zip(leaves(final), leaves(result)):
             self.emit_copy(dst, src)
+
+    def _used_outside(self, inst: HloInstruction, group: list[HloInstruction]) -> bool:
+        names = {m.name for m in group}
+        return any(u not in names for u in self.comp.users().get(inst.name, []))
+
+    def emit_row_group(self, group: list[HloInstruction]) -> None:
+        """A row program as one loop over rows; if it cannot be one, its members one by one."""
+        trial = IndentedBuffer()
+        saved, self.buf = self.buf, trial
+        mark, shards = self.names.counter, self.outliner.mark()
+        try:
+            emit_row_group(self, group)
+            self.buf = saved
+            self.buf.splice(trial)
+            return
+        except CodegenUnsupported:
+            self.buf = saved
+            self.names.counter = mark
+            self.outliner.rollback(shards)
+        last = self.step
+        for inst in group:
+            self.step = self.comp.instructions.index(inst)
+            self.emit_instruction(inst, self.values.get(inst.name))
+        self.step = last
 
     def emit_instruction(self, inst: HloInstruction, out: Value | None) -> None:
         if self.emit_alias(inst, out):

@@ -8,6 +8,7 @@ schedule (parameters and constants aside) and agree on ``rows``/``cols``.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from hlo.annotations import COLUMN_REDUCE, POST_OPS, ROW_PROGRAM, PostOpChain, RowProgram, RowRole
@@ -27,9 +28,10 @@ def _row_program(module: HloModule, comp: HloComputation, inst: HloInstruction, 
     if not isinstance(value, RowProgram):
         return f"row_program is not a row program: {value}"
     shape = inst.shape
-    want = (value.rows, value.cols) if value.role is RowRole.FULL else (value.rows,)
-    if not isinstance(shape, Shape) or shape.dtype is not PrimitiveType.F32 or shape.dims != want:
-        return f"row_program {value.role.value} member must be f32{list(want)}, not {shape}"
+    full = value.role is RowRole.FULL
+    if not isinstance(shape, Shape) or shape.dtype is not PrimitiveType.F32 or not _rows_of(shape, value, full):
+        want = f"[{value.rows}, {value.cols}]" if full else f"[{value.rows}]"
+        return f"row_program {value.role.value} member must be f32{want}, not {shape}"
     if value.role is not RowRole.REDUCE:
         return None if value.reduce is None else "row_program: only a reduce member names a reduce"
     body = _fused(module, inst) or comp
@@ -37,9 +39,17 @@ def _row_program(module: HloModule, comp: HloComputation, inst: HloInstruction, 
     if red is None or red.opcode is not Opcode.REDUCE or (body is comp and red is not inst):
         return f"row_program reduce member: %{value.reduce} is not its reduce"
     src = body.by_name[red.operands[0]].shape
-    if tuple(red.attr("dimensions", ())) != (1,) or not isinstance(src, Shape) or src.dims != (value.rows, value.cols):
+    if not isinstance(src, Shape) or tuple(red.attr("dimensions", ())) != (src.rank - 1,) or not _rows_of(src, value, True):
         return f"row_program: %{red.name} does not reduce [{value.rows}, {value.cols}] over its last dim"
     return None
+
+
+def _rows_of(shape: Shape, value: RowProgram, full: bool) -> bool:
+    """``shape`` is ``[..., cols]`` (``full``) or ``[...]`` with ``rows`` elements in the leading dims."""
+    dims = shape.dims
+    if full:
+        return len(dims) >= 2 and dims[-1] == value.cols and math.prod(dims[:-1]) == value.rows
+    return len(dims) >= 1 and math.prod(dims) == value.rows
 
 
 def _post_ops(module: HloModule, comp: HloComputation, inst: HloInstruction, value) -> str | None:
