@@ -15,6 +15,10 @@ the next member starts); otherwise ``CodegenUnsupported``, and the caller emits 
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import Callable
+
 from backends.codegen.buffer import IndentedBuffer, c_comment, close_loops, open_loops
 from backends.codegen.elemental import ElementalEmitter
 from backends.codegen.elemental_data import simple_reducer
@@ -61,111 +65,228 @@ NAN_TRACKED: dict[tuple[Opcode, str], tuple[str, str, str]] = {  # (reducer, typ
 }
 
 
-def _nan_tracked_reduce(em: ElementalEmitter, red: HloInstruction, rows: tuple[str, ...], k_len: int) -> None:
-    """Emit ``red`` (a reduce of the row ``rows`` over its last dim) into ``em.buf`` with the loop of
-    ``NAN_TRACKED`` when its reducer is one, and have ``em`` read its result there; else nothing."""
-    ctype = em.dialect.compute(red.shape.dtype) if isinstance(red.shape, Shape) else None
-    entry = NAN_TRACKED.get((simple_reducer(em.module, red.attr("to_apply").name), ctype))
-    if entry is None or len(red.operands) != 2:
-        return
-    clause, cmp, helper = entry
-    names = em.names
+@dataclass
+class _Accumulation:
+    """A row reduction written by hand: its accumulators declared before the loop over the row, the
+    loop's ``pragma``, ``update(x)`` per element (inside the loop) and ``finish()`` after it, which
+    makes the emitter read the reduce's value from the result."""
+
+    em: ElementalEmitter
+    red: HloInstruction
+    pragma: str
+    update: Callable[[str], None]
+    result: Callable[[], str]
+
+    def finish(self) -> None:
+        value = self.result()
+        self.em.external[self.red.name] = lambda idx, value=value: value
+
+
+def _accumulation(em: ElementalEmitter, red: HloInstruction) -> _Accumulation | None:
+    """Declare the accumulators of ``red`` (a single-output reduce whose reducer has a vector clause) at
+    the current point of ``em.buf``; None (nothing written) for any other reduce."""
+    if len(red.operands) != 2 or not isinstance(red.shape, Shape):
+        return None
+    ctype = em.dialect.compute(red.shape.dtype)
+    reducer = red.attr("to_apply").name
+    op = simple_reducer(em.module, reducer)
+    names, buf = em.names, em.buf
+    tracked = NAN_TRACKED.get((op, ctype))
+    if tracked is not None:
+        clause, cmp, helper = tracked
+        init = em.emit(red.operands[1], ())
+        acc, nan = names.fresh("acc"), names.fresh("nan")
+        buf.line(f"float {acc} = {C.reduction_identity(op, ctype)};")
+        buf.line(f"int32_t {nan} = 0;")
+
+        def update(x: str) -> None:
+            em.buf.line(f"{acc} = {x} {cmp} {acc} ? {x} : {acc};")
+            em.buf.line(f"{nan} |= {x} != {x};")
+
+        return _Accumulation(em, red, f"#pragma omp simd reduction({clause}:{acc}) reduction(|:{nan})", update,
+                             lambda: em.tmp(ctype, f"{helper}({init}, {nan} ? NAN : {acc})"))
+    identity = C.reduction_identity(op, ctype) if op is not None else None
+    if identity is None:
+        return None
     init = em.emit(red.operands[1], ())
-    acc, nan, r = names.fresh("acc"), names.fresh("nan"), names.fresh("r")
-    em.buf.line(f"float {acc} = {C.reduction_identity(Opcode.MAXIMUM if clause == 'max' else Opcode.MINIMUM, 'float')};")
-    em.buf.line(f"int32_t {nan} = 0;")
-    em.buf.line(f"#pragma omp simd reduction({clause}:{acc}) reduction(|:{nan})")
-    with em.buf.block(f"for (int64_t {r} = 0; {r} < {k_len}; ++{r})"):
+    acc = names.fresh("acc")
+    buf.line(f"{ctype} {acc} = {identity};")
+
+    def update_generic(x: str) -> None:
+        em.buf.line(f"{acc} = {em.call_scalar(reducer, [acc, x])};")
+
+    return _Accumulation(em, red, C.simd_pragma(C.reduction_clause(op, ctype, acc)), update_generic,
+                         lambda: em.tmp(ctype, em.call_scalar(reducer, [init, acc])))
+
+
+class _Group:
+    """The emission of one group (see ``emit_row_group``)."""
+
+    def __init__(self, cem, group: list[HloInstruction]):
+        self.cem, self.group, self.names = cem, group, cem.names
+        self.members = {m.name for m in group}
+        self.users = cem.comp.users()
+        self.lead = _leading_dims(cem, group)
+        self.k_len = group[0].attr(ROW_PROGRAM).cols
+        self.mark = self.names.counter
+        self.rows = tuple(self.names.fresh("i") for _ in self.lead)
+        self.declared: dict[str, str] = {v: "int64_t" for v in self.rows}
+        self.local: dict[str, object] = {}  # member -> its scalar ("s12") or its kept row (("row13",))
+        self.streaming: dict[str, tuple[str, str]] = {}  # member -> (column, value) inside its loop
+        self.body = IndentedBuffer()
+
+    def reader(self, name: str) -> Callable:
+        if name not in self.members:
+            return self.cem.reader(name)
+        rows = self.rows
+
+        def read(idx, name=name):
+            if name in self.streaming:
+                k, value = self.streaming[name]
+                if tuple(idx) != rows + (k,):
+                    raise CodegenUnsupported(f"row program: %{name} read at another column in its loop")
+                return value
+            kept = self.local.get(name)
+            if kept is None:
+                raise CodegenUnsupported(f"row program: %{name} is needed but not kept")
+            if isinstance(kept, str):
+                if tuple(idx) != rows:
+                    raise CodegenUnsupported(f"row program: %{name} read outside its row")
+                return kept
+            if tuple(idx[:-1]) != rows:
+                raise CodegenUnsupported(f"row program: %{name} read outside its row")
+            return f"{kept[0]}[{idx[-1]}]"
+        return read
+
+    def emitter(self, inst: HloInstruction, buf: IndentedBuffer) -> tuple[ElementalEmitter, str]:
+        cem = self.cem
+        readers = [self.reader(o) for o in inst.operands]
+        if inst.opcode is Opcode.FUSION:
+            fused = _body(cem, inst)
+            return ElementalEmitter(C, cem.gen.module, fused, readers, buf, self.names, cem.gen.constant_ref,
+                                    declared=self.declared), fused.root_name
+        return ElementalEmitter(C, cem.gen.module, cem.comp, [], buf, self.names, cem.gen.constant_ref,
+                                external=dict(zip(inst.operands, readers)), declared=self.declared), inst.name
+
+    def out(self, inst: HloInstruction) -> Buf | None:
+        out = self.cem.values.get(inst.name)
+        if out is not None and not isinstance(out, Buf):
+            raise CodegenUnsupported(f"row program: %{inst.name} is not one array")
+        return out
+
+    def later(self, inst: HloInstruction) -> bool:
+        return any(u in self.members for u in self.users.get(inst.name, []))
+
+    def comment(self, buf: IndentedBuffer, inst: HloInstruction, note: str = "") -> None:
+        role = inst.attr(ROW_PROGRAM).role
+        kept = self.later(inst) and role is RowRole.FULL
+        buf.line(c_comment(f"%{inst.name}: {role.value}{', written out' if self.out(inst) is not None else ''}"
+                           f"{', kept' if kept else ''}{note}", break_open=False))
+
+    # --- members ----------------------------------------------------------------------------------
+    def full(self, inst: HloInstruction, buf: IndentedBuffer, then: HloInstruction | None = None) -> None:
+        """An ``[..., K]`` member's loop over the row; ``then``: a reduce member accumulated in the same
+        loop (it reads this one at the loop's column only, else ``CodegenUnsupported``)."""
+        em, root = self.emitter(inst, buf)
+        out, later = self.out(inst), self.later(inst)
+        k = self.names.fresh("k")
+        kept_later = later and any(u in self.members and u != (then.name if then else None)
+                                   for u in self.users.get(inst.name, []))
+        if kept_later:
+            self.local[inst.name] = (self.names.fresh("row"),)
+            buf.line(f"float {self.local[inst.name][0]}[{self.k_len}] __attribute__((aligned(64)));")
+        acc = None
+        if then is not None:
+            em2, root2 = self.emitter(then, buf)
+            red = em2.comp[then.attr(ROW_PROGRAM).reduce]
+            acc = _accumulation(em2, red)
+            if acc is None:
+                raise CodegenUnsupported(f"row program: %{then.name} has no vector reducer")
+            buf.line(acc.pragma)
+        open_loops(buf, [(k, self.k_len)])
         em.push()
-        x = em.emit(red.operands[0], rows + (r,))
-        em.buf.line(f"{acc} = {x} {cmp} {acc} ? {x} : {acc};")
-        em.buf.line(f"{nan} |= {x} != {x};")
+        value = em.emit(root, self.rows + (k,))
+        if kept_later:
+            buf.line(f"{self.local[inst.name][0]}[{k}] = {value};")
+        if out is not None:
+            buf.line(f"{out.ptr}[{linear_index(out.shape, self.rows + (k,))}] = {C.store(out.shape.dtype, value)};")
+        if acc is not None:
+            self.streaming[inst.name] = (k, value)
+            acc.em.push()
+            acc.update(acc.em.emit(red.operands[0], self.rows + (k,)))
+            acc.em.pop()
+            del self.streaming[inst.name]
         em.pop()
-    value = em.tmp("float", f"{helper}({init}, {nan} ? NAN : {acc})")
-    em.external[red.name] = lambda idx, value=value: value
+        close_loops(buf, 1)
+        if acc is not None:
+            self.comment(buf, then, ", accumulated in the loop above")
+            acc.finish()
+            self.scalar_result(then, em2, root2, buf)
+
+    def reduce_or_row(self, inst: HloInstruction) -> None:
+        buf = self.body
+        em, root = self.emitter(inst, buf)
+        if inst.attr(ROW_PROGRAM).role is RowRole.REDUCE:
+            red = em.comp[inst.attr(ROW_PROGRAM).reduce]
+            acc = _accumulation(em, red)
+            if acc is not None:
+                r = self.names.fresh("r")
+                buf.line(acc.pragma)
+                with buf.block(f"for (int64_t {r} = 0; {r} < {self.k_len}; ++{r})"):
+                    em.push()
+                    acc.update(em.emit(red.operands[0], self.rows + (r,)))
+                    em.pop()
+                acc.finish()
+        self.scalar_result(inst, em, root, buf)
+
+    def scalar_result(self, inst: HloInstruction, em: ElementalEmitter, root: str, buf: IndentedBuffer) -> None:
+        value = em.emit(root, self.rows)
+        self.local[inst.name] = s = self.names.fresh("s")
+        buf.line(f"const float {s} = {value};")
+        self.declared[s] = "float"
+        out = self.out(inst)
+        if out is not None:
+            buf.line(f"{out.ptr}[{linear_index(out.shape, self.rows)}] = {C.store(out.shape.dtype, s)};")
+
+    def emit_members(self) -> None:
+        group, j = self.group, 0
+        while j < len(group):
+            inst = group[j]
+            nxt = group[j + 1] if j + 1 < len(group) else None
+            self.comment(self.body, inst)
+            if inst.attr(ROW_PROGRAM).role is not RowRole.FULL:
+                self.reduce_or_row(inst)
+                j += 1
+                continue
+            if nxt is not None and nxt.attr(ROW_PROGRAM).role is RowRole.REDUCE:
+                trial = IndentedBuffer()
+                try:
+                    self.full(inst, trial, then=nxt)
+                except CodegenUnsupported:
+                    self.streaming.clear()
+                    self.local.pop(inst.name, None)
+                    self.local.pop(nxt.name, None)
+                else:
+                    self.body.splice(trial)
+                    j += 2
+                    continue
+            self.full(inst, self.body)
+            j += 1
 
 
 def emit_row_group(cem, group: list[HloInstruction]) -> None:
     """``group`` (members in schedule order) as one loop over rows into ``cem.buf``; the members used
-    outside the group have their buffers in ``cem.values``, the others none."""
-    comp, names = cem.comp, cem.names
-    members = {m.name for m in group}
-    users = comp.users()
-    lead = _leading_dims(cem, group)
-    k_len = group[0].attr(ROW_PROGRAM).cols
-    mark = names.counter
-    rows = tuple(names.fresh("i") for _ in lead)
-    declared: dict[str, str] = {v: "int64_t" for v in rows}
-    local: dict[str, object] = {}  # member -> its scalar ("s12") or its kept row (("row13",))
-    body = IndentedBuffer()
-
-    def reader(name: str):
-        kept = local.get(name)
-        if isinstance(kept, str):
-            def read_scalar(idx, s=kept, name=name):
-                if tuple(idx) != rows:
-                    raise CodegenUnsupported(f"row program: %{name} read outside its row")
-                return s
-            return read_scalar
-        if isinstance(kept, tuple):
-            def read_row(idx, arr=kept[0], name=name):
-                if tuple(idx[:-1]) != rows:
-                    raise CodegenUnsupported(f"row program: %{name} read outside its row")
-                return f"{arr}[{idx[-1]}]"
-            return read_row
-        if name in members:
-            raise CodegenUnsupported(f"row program: %{name} is needed but not kept")
-        return cem.reader(name)
-
-    for inst in group:
-        role = inst.attr(ROW_PROGRAM).role
-        out = cem.values.get(inst.name)
-        if out is not None and not isinstance(out, Buf):
-            raise CodegenUnsupported(f"row program: %{inst.name} is not one array")
-        readers = [reader(o) for o in inst.operands]
-        if inst.opcode is Opcode.FUSION:
-            fused = _body(cem, inst)
-            em = ElementalEmitter(C, cem.gen.module, fused, readers, body, names, cem.gen.constant_ref,
-                                  declared=declared)
-            root = fused.root_name
-        else:
-            em = ElementalEmitter(C, cem.gen.module, comp, [], body, names, cem.gen.constant_ref,
-                                  external=dict(zip(inst.operands, readers)), declared=declared)
-            root = inst.name
-        later = any(u in members for u in users.get(inst.name, []))
-        body.line(c_comment(f"%{inst.name}: {role.value}{', written out' if out is not None else ''}"
-                            f"{', kept' if later and role is RowRole.FULL else ''}", break_open=False))
-        if role is RowRole.FULL:
-            k = names.fresh("k")
-            if later:
-                local[inst.name] = (names.fresh("row"),)
-                body.line(f"float {local[inst.name][0]}[{k_len}] __attribute__((aligned(64)));")
-            open_loops(body, [(k, k_len)])
-            em.push()
-            value = em.emit(root, rows + (k,))
-            if later:
-                body.line(f"{local[inst.name][0]}[{k}] = {value};")
-            if out is not None:
-                body.line(f"{out.ptr}[{linear_index(out.shape, rows + (k,))}] = {C.store(out.shape.dtype, value)};")
-            em.pop()
-            close_loops(body, 1)
-        else:
-            if role is RowRole.REDUCE:
-                _nan_tracked_reduce(em, em.comp[inst.attr(ROW_PROGRAM).reduce], rows, k_len)
-            value = em.emit(root, rows)
-            local[inst.name] = s = names.fresh("s")
-            body.line(f"const float {s} = {value};")
-            declared[s] = "float"
-            if out is not None:
-                body.line(f"{out.ptr}[{linear_index(out.shape, rows)}] = {C.store(out.shape.dtype, s)};")
-    n_rows = 1
-    for n in lead:
-        n_rows *= n
-    first, count = parallel_loops(lead + (k_len,))
-    work = n_rows * k_len * len(group)
+    outside the group have their buffers in ``cem.values``, the others none. A reduction that follows
+    an ``[..., K]`` member is accumulated in that member's loop when it reads it at the loop's column
+    only (softmax's sum of the exponentials: no second pass over the kept row)."""
+    g = _Group(cem, group)
+    g.emit_members()
+    n_rows = math.prod(g.lead)
+    first, count = parallel_loops(g.lead + (g.k_len,))
+    work = n_rows * g.k_len * len(group)
     split = first + count if count and work >= cem.gen.options.parallel_threshold else 0
     member_list = ", ".join(f"%{m.name}" for m in group)
-    cem.buf.line(c_comment(f"row program over [{n_rows}, {k_len}]: {member_list}, one pass over each row",
+    cem.buf.line(c_comment(f"row program over [{n_rows}, {g.k_len}]: {member_list}, one pass over each row",
                            break_open=False))
     with cem.buf.block(""):
-        emit_nest(cem.buf, cem.outliner, list(zip(rows, lead)), split, body, declared, mark)
+        emit_nest(cem.buf, cem.outliner, list(zip(g.rows, g.lead)), split, g.body, g.declared, g.mark)
