@@ -163,6 +163,10 @@ class ComputationEmitter(ComputationEmitterBase):
         for step, inst in enumerate(comp.instructions):
             self.step = step
             group = groups.get(inst.name)
+            if group is not None and inst is group[0] and not self.row_group_fits(group, direct):
+                for m in group:
+                    del groups[m.name]
+                group = None
             if group is None:
                 self.emit_instruction(inst, direct.get(inst.name))
                 self.release_dead(step)
@@ -172,7 +176,7 @@ class ComputationEmitter(ComputationEmitterBase):
             group_start = step if inst is group[0] else group_start
             if inst.name in direct:
                 self.values[inst.name] = direct[inst.name]
-            elif inst is root or self._used_outside(inst, group):
+            elif self._escapes(inst, group):
                 before = set(self.arena.live)
                 self.values[inst.name] = self.alloc_value(inst.shape, inst.name)
                 self._owned[inst.name] = [k for k in self.arena.live if k not in before]
@@ -187,12 +191,33 @@ class ComputationEmitter(ComputationEmitterBase):
         for src, dst in zip(leaves(final), leaves(result)):
             self.emit_copy(dst, src)
 
-    def _used_outside(self, inst: HloInstruction, group: list[HloInstruction]) -> bool:
+    def _escapes(self, inst: HloInstruction, group: list[HloInstruction]) -> bool:
+        """Whether a row program member is used outside its group (so it needs a buffer)."""
         names = {m.name for m in group}
-        return any(u not in names for u in self.comp.users().get(inst.name, []))
+        return inst is self.comp.root or any(u not in names for u in self.comp.users().get(inst.name, []))
+
+    def row_group_fits(self, group: list[HloInstruction], direct: dict) -> bool:
+        """Whether ``group`` can be one loop over rows (``row_program.py``), tried with stand-in buffers
+        before any is allocated: if not, its members are emitted as if it were not annotated."""
+        saved_values = dict(self.values)
+        for k, inst in enumerate(group):
+            if inst.name in direct or self._escapes(inst, group):
+                self.values[inst.name] = Buf(f"out{k}_", inst.shape) if isinstance(inst.shape, Shape) else ()
+        saved, self.buf = self.buf, IndentedBuffer()
+        mark, shards = self.names.counter, self.outliner.mark()
+        try:
+            emit_row_group(self, group)
+            return True
+        except CodegenUnsupported:
+            return False
+        finally:
+            self.buf, self.values = saved, saved_values
+            self.names.counter = mark
+            self.outliner.rollback(shards)
 
     def emit_row_group(self, group: list[HloInstruction]) -> None:
-        """A row program as one loop over rows; if it cannot be one, its members one by one."""
+        """A row program as one loop over rows (``row_group_fits`` said it can be); if it still cannot be
+        one, its members one by one."""
         trial = IndentedBuffer()
         saved, self.buf = self.buf, trial
         mark, shards = self.names.counter, self.outliner.mark()
