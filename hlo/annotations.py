@@ -39,7 +39,8 @@ class RowProgram:
     """``row_program={group=0,role=reduce,rows=128,cols=1024,reduce=%reduce.3}``: the instruction is a
     member of row program ``group`` (numbered per computation; its members are consecutive in the
     schedule, parameters and constants aside). ``reduce`` names the reduce a ``reduce`` member computes:
-    the instruction itself, or the reduce inside its fused computation."""
+    the instruction itself, or the reduce inside its fused computation. A member of rank above 2 (the CPU
+    backend's) is ``[..., cols]`` or ``[...]`` with ``rows`` elements in the leading dims."""
 
     group: int
     role: RowRole

@@ -6,11 +6,15 @@ annotates each member of a group ``row_program=``; here the group becomes one lo
 (``parallel.py``: contiguous blocks of rows, each row written by one thread). Per row, each member in
 schedule order: a reduction or a ``[...]`` member is a scalar local; an ``[..., K]`` member is a loop
 over the row's ``K`` columns, kept in a row array on the shard's stack (aligned, cache resident) when a
-later member reads it, and stored only if it is used outside the group. So softmax reads its input row
-twice from L1/L2 and writes its output once, instead of four passes over memory and two intermediates.
+later member reads it, and stored only if it is used outside the group. A reduction right after an
+``[..., K]`` member that reads it at the loop's column only accumulates in that member's loop. Row
+reductions are written here (``_accumulation``): the reducer's vector clause, or for a float max/min the
+plain vector max with NaN tracked apart (``NAN_TRACKED``). So softmax reads its input row twice (the
+second time from L1) and writes its output once, instead of four passes over memory and two intermediates.
 
 Reads of a group value must stay in the row (any column of a kept row is fine: it is complete when
-the next member starts); otherwise ``CodegenUnsupported``, and the caller emits the members one by one.
+the next member starts); otherwise ``CodegenUnsupported``: the computation emitter tries each group
+first (``row_group_fits``) and emits a group that cannot be one loop member by member, as if unannotated.
 """
 
 from __future__ import annotations
