@@ -36,10 +36,12 @@ import backends.toolchain as compiler_mod
 import hlo
 from backends.cpu import CodegenUnsupported, CompileError, CompilerOptions, KernelError, compiler_options_for
 from backends.cpu.codegen import generate
+from backends.cpu.pipeline import optimize
 from backends.toolchain import compile_shared_object
 from backends.cpu.runtime import Kernel
 from backends.kernel_cache import UnsafeCacheError
 from hlo.ir import HloModule
+from tests.test_cpu_row_programs import softmax_hlo
 from tests.cpu_backend_util import (  # noqa: F401  (kernel_cache is a fixture)
     assert_matches, compile_text, gcc_supports_asan, kernel_cache, module, parse, random_args,
 )
@@ -197,6 +199,8 @@ ASAN_MODULES = {
         "  %r1 = f32[3,5] dynamic-slice(%x, %j, %i), dynamic_slice_sizes={3,5}",
         "  %r2 = f32[7,13] dynamic-update-slice(%x, %u, %k, %l)"],
         [("r0", "f32[7,13]"), ("r1", "f32[3,5]"), ("r2", "f32[7,13]")]),
+    # a row program (backends/cpu/row_program.py; the annotation from the CPU pipeline): rank 3, rows of 33
+    "row_program": optimize(hlo.parse_module(softmax_hlo((3, 5, 33)))).to_text(),
 }
 
 
