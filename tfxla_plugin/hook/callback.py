@@ -15,6 +15,9 @@ under its twin's name (``eager_jit``) and is kept under its own. This function n
   therefore remembered under an order-independent digest of the graph (``graph_digest``), and a graph
   whose launch nodes all run kernels we compiled is ours (TF's optimizers may have touched it again):
   a graph is worked on, counted and logged once;
+- a graph whose loops TF lowered (``Merge``/``Switch`` frames) is worked on as the function's own body in
+  functional form, with its library (``functional``; docs/hook.md, "Loops"); what comes back names only
+  functions TF has for it (``functional.runnable``), else the graph is left alone;
 - a graph left alone for a reason (nothing to compile, no static shapes, already compiled): counted
   in ``stats().left_alone``, no log line; under must-compile an unsupported node is one ERROR line;
 - any exception while rewriting: the graph runs as TensorFlow would, after one WARNING naming the
@@ -97,7 +100,6 @@ def _optimize(graph: bytes, preserve: list[str], name: str) -> bytes | None:
     import tensorflow as tf
 
     from tfxla_plugin.flags import Flags
-    from tfxla_plugin.hook.body import rewrite_body
 
     function, jit_requested = eager_jit.original_name(name)
     graph_def = tf.compat.v1.GraphDef.FromString(graph)
@@ -116,10 +118,8 @@ def _optimize(graph: bytes, preserve: list[str], name: str) -> bytes | None:
     _remember(digest, None)  # whatever happens below, this graph is decided (and warned about) once
     start = time.perf_counter()
     try:
-        body, known = _functional(graph_def, name)
-        result = rewrite_body(body, preserve, Flags.from_env(), must_compile=must_compile, jit_requested=jit_requested)
-        if known is not None and result.graph_def is not None:
-            result = _runnable(result, known)
+        result = _rewrite(graph_def, name, preserve, Flags.from_env(), must_compile=must_compile,
+                          jit_requested=jit_requested)
     except Exception as e:
         seconds = time.perf_counter() - start
         failed = HookedGraph(function, f"failed: {type(e).__name__}", str(e), seconds=seconds)
@@ -157,6 +157,22 @@ def _optimize(graph: bytes, preserve: list[str], name: str) -> bytes | None:
         _kernels.update(c.kernel_hash for c in result.clusters)
     _log_rewrite(graph_def, result, seconds)
     return out
+
+
+def _rewrite(graph_def, name: str, preserve: list[str], flags, **options):
+    """``body.rewrite_body`` of the graph to work on (``_functional``); where the functional body raises,
+    of the graph as Grappler gave it (which raises in turn, or compiles what it can)."""
+    from tfxla_plugin.hook.body import rewrite_body
+
+    body, known = _functional(graph_def, name)
+    if known is not None:
+        try:
+            result = rewrite_body(body, preserve, flags, **options)
+        except Exception as e:  # noqa: BLE001  (the lowered graph may still compile)
+            log.debug("tfxla hook: %s: the functional body failed: %s: %s", describe(graph_def), type(e).__name__, e)
+        else:
+            return result if result.graph_def is None else _runnable(result, known)
+    return rewrite_body(graph_def, preserve, flags, **options)
 
 
 def _functional(graph_def, name: str) -> tuple[object, dict | None]:

@@ -46,8 +46,8 @@ def _function_def(name: str):
 
 
 def called_functions(nodes) -> list[str]:
-    """The function names ``nodes`` refer to: ``func`` and ``list(func)`` attrs (``While`` cond/body,
-    ``PartitionedCall`` f, ``If`` branches, a ``Case``'s), and op types that are functions."""
+    """The function names ``nodes`` refer to in ``func`` and ``list(func)`` attrs (``While`` cond/body,
+    ``PartitionedCall`` f, ``If`` branches, a ``Case``'s)."""
     names = []
     for node in nodes:
         for value in node.attr.values():
@@ -59,10 +59,16 @@ def called_functions(nodes) -> list[str]:
     return [n for n in dict.fromkeys(names) if n]
 
 
-def reachable(names, known: dict | None = None) -> dict:
+def _callees(nodes) -> list[str]:
+    """``called_functions`` and the op types that are functions TF has (a legacy call by op type)."""
+    ctx = _context()
+    return called_functions(nodes) + [n.op for n in nodes if ctx.has_function(n.op)]
+
+
+def reachable(names) -> dict:
     """name -> FunctionDef of ``names`` and every function they reach, from TF's registry; a name TF
     does not know raises ``LookupError``."""
-    out = dict(known or {})
+    out = {}
     work = list(names)
     while work:
         name = work.pop()
@@ -72,8 +78,7 @@ def reachable(names, known: dict | None = None) -> dict:
         if fdef is None:
             raise LookupError(f"function '{name}' is not registered with TensorFlow")
         out[name] = fdef
-        work.extend(called_functions(fdef.node_def))
-        work.extend(n.op for n in fdef.node_def if _context().has_function(n.op))
+        work.extend(_callees(fdef.node_def))
     return out
 
 
@@ -120,7 +125,7 @@ def functional_body(graph_def, name: str):
         new.CopyFrom(node)
         del new.input[:]
         new.input.append(flat[fdef.ret[arg.name]])
-    library = reachable(called_functions(out.node) + [n.op for n in out.node if _context().has_function(n.op)])
+    library = reachable(_callees(out.node))
     out.library.function.extend(library.values())
     return out
 
