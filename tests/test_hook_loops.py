@@ -10,8 +10,9 @@ computation run by TF with the switch off:
   inside its cluster (``explain_hooked``: ``While`` among the cluster's ops; no ``While`` or v1 loop node
   runs in TF), and so does a loaded SavedModel's signature with such a loop;
 - a Keras LSTM model's ``predict`` and one epoch of ``fit``: each step's loop inside a cluster;
-- a loop whose body holds a string op stays in TF (the functional ``While`` runs the registered body, and
-  the copy the hoisting pass wrote of it) while what is around it compiles; its result is TF's.
+- a loop whose body holds a string op stays in TF while what is around it compiles: the functional
+  ``While`` runs TF's own cond and body, not the copies the hoisting pass wrote (TF would not find
+  them); its result is TF's.
 
 Tolerances: float32 elementwise/tanh/matmul sums in another order than Eigen: ``ATOL`` on values;
 the LSTM's SGD step: loss ``LOSS_RTOL``, weights ``ATOL`` (seen: ~1e-7).
@@ -97,6 +98,11 @@ SCRIPT = """
     g = tf.function(refused_loop)
     y, ops = ran_ops(g, x)
     out["refused"] = dict(err=err(y, want["refused"]), ops=ops, graphs=graph_json(g, x))
+    from tfxla_plugin.hook import lookup
+    (record,) = lookup.hooked_graphs(g, x)
+    loop_functions = lambda gd: sorted(n.attr[a].func.name for n in gd.node if n.op == "While" for a in ("cond", "body"))
+    out["refused"]["analysed"] = loop_functions(record.analysis.graph_def)  # the hoisting pass's copies
+    out["refused"]["runs"] = loop_functions(record.rewritten.graph_def)  # TF's own
 
     model, lstm_on = lstm()
     out["lstm"] = dict(on=lstm_on, off=lstm_off, graphs=graph_json(model))
@@ -134,6 +140,8 @@ def test_a_loop_the_compiler_refuses_stays_in_tf_with_tfs_result(child) -> None:
     assert refused["err"] < ATOL, refused["err"]
     assert {"TfxlaLaunch", "While"} <= set(refused["ops"]), refused["ops"]  # the functional While, in TF
     assert not V1_LOOP_OPS & set(refused["ops"]), refused["ops"]
+    assert len(refused["analysed"]) == 2 and all(f.endswith("_tfxla_reads") for f in refused["analysed"])
+    assert refused["runs"] == [f.removesuffix("_tfxla_reads") for f in refused["analysed"]], refused
     (graph,) = refused["graphs"]
     assert graph["decision"] == "rewritten" and "While" not in graph["ops"] and "Softmax" in graph["ops"], graph
 
