@@ -106,8 +106,8 @@ def functional_body(graph_def, name: str):
     taken = {n.name for n in body.node} - placeholders
     if any(n.name in taken for n in rets):
         return None  # a _Retval name that is also a body node's: cannot happen in TF's naming, but never clash
-    device = Counter(n.device for n in graph_def.node if n.device).most_common(1)
-    device = device[0][0] if device else ""
+    placed = Counter(n.device for n in graph_def.node if n.device).most_common(1)
+    device = placed[0][0] if placed else ""
     out = type(graph_def)()
     out.versions.CopyFrom(graph_def.versions)
     for node, arg in zip(args, sig.input_arg):
