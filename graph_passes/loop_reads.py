@@ -6,7 +6,8 @@ only reads the variable, its value is the same on every iteration: ``hoist_loop_
 ``While`` the value instead, read once just before the loop:
 
 - loop variable ``i`` qualifies when it is a resource whose variable's dtype and shape are known (a
-  ``VarHandleOp``, or a placeholder in ``resource_shapes``), every use of it in the body and the
+  ``VarHandleOp``, a placeholder in ``resource_shapes``, or a function body's ``_Arg`` with
+  ``_handle_shapes``/``_handle_dtypes``: what Grappler hands the hook), every use of it in the body and the
   condition is a ``ReadVariableOp`` of that dtype, and the body returns it unchanged; whatever read
   the loop's output ``i`` (the handle, unchanged: a gradient's ``VariableShape``) reads the handle the
   loop was given instead;
@@ -55,6 +56,10 @@ def _variable(graph_def, by_name, handle: str, resource_shapes) -> tuple[int, tu
     if node.op == "Placeholder" and resource_shapes and node.name in resource_shapes:
         dtype, dims = resource_shapes[node.name]
         return int(dtype), tuple(int(d) for d in dims)
+    if node.op == "_Arg" and len(node.attr["_handle_shapes"].list.shape) == 1:  # a function body's (the hook's)
+        shape, dtypes = node.attr["_handle_shapes"].list.shape[0], node.attr["_handle_dtypes"].list.type
+        if len(dtypes) == 1 and not shape.unknown_rank and all(d.size >= 0 for d in shape.dim):
+            return int(dtypes[0]), tuple(int(d.size) for d in shape.dim)
     return None
 
 

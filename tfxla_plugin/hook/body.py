@@ -3,7 +3,9 @@
 The graph is in function-body form: ``_Arg`` nodes for the inputs (their ``_output_shapes`` attrs give
 their shapes; a variable is a ``DT_RESOURCE`` ``_Arg`` whose ``_handle_shapes``/``_handle_dtypes``
 attrs give its shape, so TF's own shape inference knows what every ``ReadVariableOp`` yields),
-``_Retval`` nodes for the outputs, an empty function library. ``rewrite_body`` runs the same graph
+``_Retval`` nodes for the outputs, an empty function library (where TF lowered the function's loops, the
+callback hands over its own body in functional form with its library instead: ``functional``).
+``rewrite_body`` runs the same graph
 passes as ``tfxla_plugin.function`` (``graph_passes.pipeline.analyze``: inline, forward variables,
 mark, cluster, extract), compiles every cluster through the kernel cache
 (``compiled_graph.compile_clusters``) and replaces each by one launch node (``pipeline.rewrite``). The

@@ -15,6 +15,9 @@ under its twin's name (``eager_jit``) and is kept under its own. This function n
   therefore remembered under an order-independent digest of the graph (``graph_digest``), and a graph
   whose launch nodes all run kernels we compiled is ours (TF's optimizers may have touched it again):
   a graph is worked on, counted and logged once;
+- a graph whose loops TF lowered (``Merge``/``Switch`` frames) is worked on as the function's own body in
+  functional form, with its library (``functional``; docs/hook.md, "Loops"); what comes back names only
+  functions TF has for it (``functional.runnable``), else the graph is left alone;
 - a graph left alone for a reason (nothing to compile, no static shapes, already compiled): counted
   in ``stats().left_alone``, no log line; under must-compile an unsupported node is one ERROR line;
 - any exception while rewriting: the graph runs as TensorFlow would, after one WARNING naming the
@@ -24,6 +27,7 @@ under its twin's name (``eager_jit``) and is kept under its own. This function n
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import threading
@@ -32,7 +36,7 @@ from collections import OrderedDict
 from typing import Sequence
 
 from graph_passes.rewrite import LAUNCH_OP
-from tfxla_plugin.hook import eager_jit, state
+from tfxla_plugin.hook import eager_jit, functional, state
 from tfxla_plugin.hook.state import HookedGraph
 
 log = logging.getLogger("tfxla_plugin")
@@ -40,6 +44,7 @@ MEMO_SIZE = 4096  # graphs whose decision is remembered (LRU) ...
 MEMO_BYTES = 64 << 20  # ... and at most this many bytes of rewritten graphs with them
 
 _local = threading.local()
+UNKNOWN_FUNCTIONS = "loops left in TF would call functions TF does not have"
 LEFT_IN_TF = {"dynamic shape": "dynamic shapes"}  # excluded-node reason prefix -> stats().left_in_tf key
 
 _memo: OrderedDict[str, tuple[bytes | None, HookedGraph | None]] = OrderedDict()
@@ -95,7 +100,6 @@ def _optimize(graph: bytes, preserve: list[str], name: str) -> bytes | None:
     import tensorflow as tf
 
     from tfxla_plugin.flags import Flags
-    from tfxla_plugin.hook.body import rewrite_body
 
     function, jit_requested = eager_jit.original_name(name)
     graph_def = tf.compat.v1.GraphDef.FromString(graph)
@@ -114,8 +118,8 @@ def _optimize(graph: bytes, preserve: list[str], name: str) -> bytes | None:
     _remember(digest, None)  # whatever happens below, this graph is decided (and warned about) once
     start = time.perf_counter()
     try:
-        result = rewrite_body(graph_def, preserve, Flags.from_env(), must_compile=must_compile,
-                              jit_requested=jit_requested)
+        result = _rewrite(graph_def, name, preserve, Flags.from_env(), must_compile=must_compile,
+                          jit_requested=jit_requested)
     except Exception as e:
         seconds = time.perf_counter() - start
         failed = HookedGraph(function, f"failed: {type(e).__name__}", str(e), seconds=seconds)
@@ -153,6 +157,51 @@ def _optimize(graph: bytes, preserve: list[str], name: str) -> bytes | None:
         _kernels.update(c.kernel_hash for c in result.clusters)
     _log_rewrite(graph_def, result, seconds)
     return out
+
+
+def _rewrite(graph_def, name: str, preserve: list[str], flags, **options):
+    """``body.rewrite_body`` of the graph to work on (``_functional``); where the functional body raises,
+    of the graph as Grappler gave it (which raises in turn, or compiles what it can)."""
+    from tfxla_plugin.hook.body import rewrite_body
+
+    body, known = _functional(graph_def, name)
+    if known is not None:
+        try:
+            result = rewrite_body(body, preserve, flags, **options)
+        except Exception as e:  # noqa: BLE001  (the lowered graph may still compile)
+            log.debug("tfxla hook: %s: the functional body failed: %s: %s", describe(graph_def), type(e).__name__, e)
+        else:
+            return result if result.graph_def is None else _runnable(result, known)
+    return rewrite_body(graph_def, preserve, flags, **options)
+
+
+def _functional(graph_def, name: str) -> tuple[object, dict | None]:
+    """(graph to work on, its library or None): ``graph_def`` and None, or where TF lowered its loops
+    (``Merge``/``Switch`` frames), the function's own body in functional form and the library TF runs it
+    with (``functional``). A function TF does not know by ``name`` keeps the graph as Grappler gave it."""
+    if not functional.lowered(graph_def):
+        return graph_def, None
+    try:
+        body = functional.functional_body(graph_def, name)
+    except Exception as e:  # noqa: BLE001  (the lowered graph is still a valid one to work on)
+        log.debug("tfxla hook: %s: no functional body for %r: %s: %s", describe(graph_def), name, type(e).__name__, e)
+        return graph_def, None
+    if body is None:
+        return graph_def, None
+    return body, {f.signature.name: f for f in body.library.function}
+
+
+def _runnable(result, known: dict):
+    """``result`` with a graph naming only functions TF has for it (``functional.runnable``), or left alone."""
+    from tfxla_plugin.hook.body import BodyResult
+
+    graph = functional.runnable(result.graph_def, known)
+    if graph is None:
+        return BodyResult(None, UNKNOWN_FUNCTIONS, "", result.analysis)
+    result.graph_def = graph
+    if result.rewritten is not None:
+        result.rewritten = dataclasses.replace(result.rewritten, graph_def=graph)  # what explain/TensorBoard show
+    return result
 
 
 def _hooked(function: str, result, seconds: float) -> HookedGraph:
