@@ -187,12 +187,23 @@ class ConvWindow:
     pad_r: tuple[int, ...]
 
 
+# The oneDNN arguments of the src, wei and dst slots of each kind of convolution (``DnnlPrimitive.prop``):
+# the slots hold what is read first, read second and written (``dnnl_conv.py`` says which HLO buffer is which).
+CONV_ARGS = {
+    "forward": ("DNNL_ARG_SRC", "DNNL_ARG_WEIGHTS", "DNNL_ARG_DST"),
+    "backward_data": ("DNNL_ARG_DIFF_DST", "DNNL_ARG_WEIGHTS", "DNNL_ARG_DIFF_SRC"),
+    "backward_weights": ("DNNL_ARG_SRC", "DNNL_ARG_DIFF_DST", "DNNL_ARG_DIFF_WEIGHTS"),
+}
+
+
 @dataclass
 class DnnlPrimitive:
-    """A matmul (``conv is None``) or forward convolution. Weights are used in place when they are a
-    parameter of a matmul, reordered once at init when they are a constant, and reordered per call into
-    the layout oneDNN picks when they are a parameter of a convolution, unless they are large
-    (``PLAIN_CONV_WEIGHTS_MIN``) and oneDNN runs the same implementation on them in place (chosen at init)."""
+    """A matmul (``conv is None``) or convolution (forward or, by ``prop``, a gradient: ``CONV_ARGS``).
+    Weights are used in place when they are a parameter of a matmul, reordered once at init when they
+    are a constant, and reordered per call into the layout oneDNN picks when they are a parameter of a
+    convolution, unless they are large (``PLAIN_CONV_WEIGHTS_MIN``) and oneDNN runs the same
+    implementation on them in place (chosen at init). A weight gradient's wei slot is an activation
+    (used in place); its result goes through the layout oneDNN picks and one reorder into dst."""
 
     label: str  # the HLO instruction, for messages
     src: Tensor
@@ -204,12 +215,15 @@ class DnnlPrimitive:
     # (scratch region, its bytes): where dst goes when it is the buffer of a binary post-op's operand (an
     # in-place buffer assignment); oneDNN accumulates in dst before the post-ops read that operand.
     alias_scratch: tuple[str, int] | None = None
+    prop: str = "forward"  # a convolution's kind: a key of CONV_ARGS (backward ones take no post-ops)
 
     @property
     def kind(self) -> str:
         return "matmul" if self.conv is None else "convolution"
 
     def weights_mode(self) -> str:
+        if self.prop == "backward_weights":
+            return "plain"
         if self.wei.const is not None:
             return "pack"
         return "reorder" if self.conv is not None else "plain"
@@ -223,12 +237,17 @@ class DnnlPrimitive:
         n_mem = 4 + len(self.post_ops)
         gen = em.gen
         gen.state_fields.line(f"dnnl_primitive_t {p}_prim, {p}_wre; dnnl_memory_t {p}_m[{n_mem}], {p}_wuser;")
+        if self.prop == "backward_weights":  # the gradient in oneDNN's layout, reordered into dst
+            gen.state_fields.line(f"dnnl_primitive_t {p}_dre; dnnl_memory_t {p}_duser;")
         gen.globals.line(self._init_function(p))
         gen.init_code.line(f"if (tfxla_dnnl_init_{k}(st, err, errlen)) return 1;")
         with gen.teardown_code.block(""):
             gen.teardown_code.line(f"if (st->{p}_prim) dnnl_primitive_destroy(st->{p}_prim);")
             gen.teardown_code.line(f"if (st->{p}_wre) dnnl_primitive_destroy(st->{p}_wre);")
             gen.teardown_code.line(f"if (st->{p}_wuser) dnnl_memory_destroy(st->{p}_wuser);")
+            if self.prop == "backward_weights":
+                gen.teardown_code.line(f"if (st->{p}_dre) dnnl_primitive_destroy(st->{p}_dre);")
+                gen.teardown_code.line(f"if (st->{p}_duser) dnnl_memory_destroy(st->{p}_duser);")
             gen.teardown_code.line(f"for (int i = 0; i < {n_mem}; ++i) if (st->{p}_m[i]) "
                                    f"dnnl_memory_destroy(st->{p}_m[i]);")
         self._run_code(em.buf, p)
@@ -252,6 +271,11 @@ class DnnlPrimitive:
                 b.line(f"const int alias_ = {cond};")
                 b.line(f"void* const dst_ = alias_ ? (void*)({self.alias_scratch[0]}) : (void*)({self.dst.ptr});")
                 point(f"{p}_m[3]", "dst_")
+            elif self.prop == "backward_weights":
+                with b.block(f"if (st_->{p}_dre)"):
+                    point(f"{p}_duser", self.dst.ptr)
+                with b.block("else"):
+                    point(f"{p}_m[3]", self.dst.ptr)
             else:
                 point(f"{p}_m[3]", self.dst.ptr)
             if self.bias is not None:
@@ -270,14 +294,19 @@ class DnnlPrimitive:
                     step(f"dnnl_primitive_execute(st_->{p}_wre, st_->dnnl_stream, 2, ra_)")
                 with b.block("else"):
                     point(f"{p}_m[1]", self.wei.ptr)
-            args = [f"{{DNNL_ARG_SRC, st_->{p}_m[0]}}", f"{{DNNL_ARG_WEIGHTS, st_->{p}_m[1]}}",
-                    f"{{DNNL_ARG_DST, st_->{p}_m[3]}}"]
+            roles = CONV_ARGS[self.prop]
+            args = [f"{{{roles[0]}, st_->{p}_m[0]}}", f"{{{roles[1]}, st_->{p}_m[1]}}", f"{{{roles[2]}, st_->{p}_m[3]}}"]
             if self.bias is not None:
                 args.append(f"{{DNNL_ARG_BIAS, st_->{p}_m[2]}}")
             args += [f"{{DNNL_ARG_ATTR_MULTIPLE_POST_OP({i}) | DNNL_ARG_SRC_1, st_->{p}_m[{4 + i}]}}"
                      for i, op in enumerate(self.post_ops) if isinstance(op, Binary)]
             b.line(f"dnnl_exec_arg_t a_[{len(args)}] = {{{', '.join(args)}}};")
             step(f"dnnl_primitive_execute(st_->{p}_prim, st_->dnnl_stream, {len(args)}, a_)")
+            if self.prop == "backward_weights":
+                with b.block(f"if (st_->{p}_dre)"):
+                    b.line(f"dnnl_exec_arg_t da_[2] = {{{{DNNL_ARG_FROM, st_->{p}_m[3]}}, "
+                           f"{{DNNL_ARG_TO, st_->{p}_duser}}}};")
+                    step(f"dnnl_primitive_execute(st_->{p}_dre, st_->dnnl_stream, 2, da_)")
             step("dnnl_stream_wait(st_->dnnl_stream)")
             b.line("pthread_mutex_unlock(&st_->dnnl_mu);")
             if self.alias_scratch is not None and aliased:
@@ -314,9 +343,10 @@ class DnnlPrimitive:
         for slot, t in ((0, self.src), (1, self.wei), (3, self.bias), (4, self.dst)):
             if t is not None:
                 md(f"&md[{slot}]", t)
-        if mode != "plain":
-            check(f"dnnl_memory_desc_create_with_tag(&md[2], {len(self.wei.dims)}, {dims(self.wei.dims)}, "
-                  f"{DNNL_TYPES[self.wei.dtype]}, dnnl_format_tag_any)")
+        anyw = self.dst if self.prop == "backward_weights" else self.wei  # the weights oneDNN lays out
+        if mode != "plain" or self.prop == "backward_weights":
+            check(f"dnnl_memory_desc_create_with_tag(&md[2], {len(anyw.dims)}, {dims(anyw.dims)}, "
+                  f"{DNNL_TYPES[anyw.dtype]}, dnnl_format_tag_any)")
         check("dnnl_primitive_attr_create(&attr)")
         if self.post_ops:
             check("dnnl_post_ops_create(&po)")
@@ -331,6 +361,9 @@ class DnnlPrimitive:
         wei_md = "md[1]" if mode == "plain" else "md[2]"
         if self.conv is None:
             check(f"dnnl_matmul_primitive_desc_create(&pd, eng, md[0], {wei_md}, md[3], md[4], attr)")
+        elif self.prop != "forward":
+            self._backward_pd(check, [dims(v) for v in (self.conv.strides, self.conv.dilates, self.conv.pad_l,
+                                                         self.conv.pad_r)])
         else:
             w = self.conv
             names = [dims(v) for v in (w.strides, w.dilates, w.pad_l, w.pad_r)]
@@ -355,7 +388,17 @@ class DnnlPrimitive:
                     body.line("if (ppd_) dnnl_primitive_desc_destroy(ppd_);")
         check(f"dnnl_primitive_create(&st->{p}_prim, pd)")
         check(f"dnnl_memory_create(&st->{p}_m[0], md[0], eng, DNNL_MEMORY_NONE)")
-        check(f"dnnl_memory_create(&st->{p}_m[3], md[4], eng, DNNL_MEMORY_NONE)")
+        if self.prop == "backward_weights":
+            body.line("wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0);")
+            with body.block("if (dnnl_memory_desc_equal(wmd, md[4]))"):
+                check(f"dnnl_memory_create(&st->{p}_m[3], md[4], eng, DNNL_MEMORY_NONE)")
+            with body.block("else"):
+                check(f"dnnl_memory_create(&st->{p}_m[3], wmd, eng, DNNL_MEMORY_ALLOCATE)")
+                check(f"dnnl_memory_create(&st->{p}_duser, md[4], eng, DNNL_MEMORY_NONE)")
+                check("dnnl_reorder_primitive_desc_create(&rpd, wmd, eng, md[4], eng, NULL)")
+                check(f"dnnl_primitive_create(&st->{p}_dre, rpd)")
+        else:
+            check(f"dnnl_memory_create(&st->{p}_m[3], md[4], eng, DNNL_MEMORY_NONE)")
         if self.bias is not None:
             check(f"dnnl_memory_create(&st->{p}_m[2], md[3], eng, DNNL_MEMORY_NONE)")
         for i, op in enumerate(self.post_ops):
@@ -387,17 +430,38 @@ class DnnlPrimitive:
             out.line("dnnl_primitive_desc_t pd = NULL, rpd = NULL;")
             out.line("const_dnnl_memory_desc_t wmd = NULL;")
             out.line("(void)wmd;")
+            if self.prop != "forward":
+                out.line("dnnl_primitive_desc_t hint = NULL;  /* the forward convolution a gradient needs */")
             out.splice(decls)
             out.splice(body)
             out.line("done:")
             out.line("if (rpd) dnnl_primitive_desc_destroy(rpd);")
             out.line("if (pd) dnnl_primitive_desc_destroy(pd);")
+            if self.prop != "forward":
+                out.line("if (hint) dnnl_primitive_desc_destroy(hint);")
             out.line("if (po) dnnl_post_ops_destroy(po);")
             out.line("if (attr) dnnl_primitive_attr_destroy(attr);")
             out.line("for (int i = 0; i < 5; ++i) if (md[i]) dnnl_memory_desc_destroy(md[i]);")
             out.line(f"for (int i = 0; i < {MAX_POST_OPS}; ++i) if (po_md[i]) dnnl_memory_desc_destroy(po_md[i]);")
             out.line("return rc;")
         return out.getvalue()
+
+
+    def _backward_pd(self, check, window: list[str]) -> None:
+        """Create ``pd``, a gradient convolution, and its forward hint. md[0]/md[1]/md[4] describe the src,
+        wei and dst slots (``CONV_ARGS``), md[2] the weights (or weight gradient) in any layout."""
+        win = ", ".join(window)
+        if self.prop == "backward_weights":  # src = x, wei = dy, dst = dW
+            fwd_src, fwd_dst = "md[0]", "md[1]"
+            create = f"dnnl_convolution_backward_weights_primitive_desc_create(&pd, eng, dnnl_convolution_direct, " \
+                     f"md[0], md[2], NULL, md[1], {win}, hint, NULL)"
+        else:  # backward_data: src = dy, wei = w, dst = dx
+            fwd_src, fwd_dst = "md[4]", "md[0]"
+            create = f"dnnl_convolution_backward_data_primitive_desc_create(&pd, eng, dnnl_convolution_direct, " \
+                     f"md[4], md[2], md[0], {win}, hint, NULL)"
+        check(f"dnnl_convolution_forward_primitive_desc_create(&hint, eng, dnnl_forward_training, "
+              f"dnnl_convolution_direct, {fwd_src}, md[2], NULL, {fwd_dst}, {win}, NULL)")
+        check(create)
 
 
 def _c_text(s: str) -> str:

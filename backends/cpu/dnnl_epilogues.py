@@ -2,7 +2,7 @@
 
 For every ``fusion kind=kOutput`` with exactly one dot or convolution (the
 hero) and an array result, ``dnnl_epilogue.match_epilogue`` finds the cut and
-its post-op chain, and the fusion is annotated
+its post-op chain (none for a gradient convolution: ``dnnl_conv.takes_post_ops``), and the fusion is annotated
 ``post_ops={cut=%c,ops={...}}``: ``kernels_dnnl`` builds the oneDNN primitive
 computing ``cut`` and an elemental loop for the rest. When the cut is not the
 root and the NaN-masking chain (``exact_nan=False``) covers the whole fusion
@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+from backends.cpu.dnnl_conv import takes_post_ops
 from backends.cpu.dnnl_epilogue import match_epilogue
 from hlo.annotations import POST_OPS, PostOpChain
 from hlo.attributes import FusionKind
@@ -43,6 +44,8 @@ def chain_of(fused: HloComputation, exact_nan: bool = True) -> PostOpChain | Non
     hero = hero_of(fused)
     if hero is None or not isinstance(fused.root.shape, Shape):
         return None
+    if not takes_post_ops(hero):  # a gradient convolution: oneDNN computes it alone
+        return PostOpChain(hero.name, ())
     safe = match_epilogue(fused, hero.name, exact_nan=exact_nan)
     fast = None
     if safe.cut != fused.root_name:

@@ -27,11 +27,12 @@ from backends.codegen.buffer import IndentedBuffer
 from backends.codegen.elemental import ElementalEmitter
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
-from backends.cpu import dnnl, dnnl_guard
+from backends.cpu import dnnl, dnnl_conv, dnnl_guard
 from backends.cpu.computation import Buf, ComputationEmitter, Value, buf_reader, top_level
 from backends.cpu.parallel import emit_nest, parallel_loops
 from backends.cpu.dialect import C
 from backends.cpu.dnnl import Binary, ConvWindow, DnnlPrimitive, Eltwise, Tensor
+from backends.cpu.dnnl_conv import strides_of
 from backends.cpu.dnnl_epilogue import EpilogueMatch
 from hlo.annotations import POST_OPS, PostOpChain
 from hlo.attributes import FusionKind
@@ -42,17 +43,6 @@ from hlo.shapes import Shape
 
 # (lhs/rhs type, result type) pairs oneDNN computes with f32 accumulation, as the evaluator does.
 _TYPES = {(P.F32, P.F32), (P.BF16, P.BF16), (P.BF16, P.F32), (P.F16, P.F16), (P.F16, P.F32)}
-
-
-def strides_of(shape: Shape) -> list[int]:
-    """Element strides of every dim of a dense buffer of ``shape`` (its layout; row-major if none)."""
-    order = shape.layout.minor_to_major if shape.layout is not None and shape.layout.minor_to_major \
-        else tuple(range(shape.rank - 1, -1, -1))
-    strides, step = [0] * shape.rank, 1
-    for d in order:
-        strides[d] = step
-        step *= shape.dims[d]
-    return strides
 
 
 def _view(sizes, strides, groups, dim_map=None, order=None) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
@@ -96,10 +86,13 @@ def memory_order(t: Tensor) -> list[int]:
 
 
 class _Plan:
-    """src/weights/dst views of one dot or convolution, and the dst dims groups side inputs map onto."""
+    """src/weights/dst views of one dot or convolution, and the dst dims groups side inputs map onto; for
+    a convolution its window, kind (``dnnl_conv``) and the weight dims to flip into scratch first."""
 
-    def __init__(self, src: Tensor, wei: Tensor, dst: Tensor, groups, channel: int, conv=None):
+    def __init__(self, src: Tensor, wei: Tensor, dst: Tensor, groups, channel: int, conv=None,
+                 prop: str = "forward", flip: tuple[int, ...] = ()):
         self.src, self.wei, self.dst, self.groups, self.channel, self.conv = src, wei, dst, groups, channel, conv
+        self.prop, self.flip = prop, flip
 
 
 def _plan_dot(inst: HloInstruction, lhs, rhs, out: Buf) -> _Plan | None:
@@ -118,33 +111,33 @@ def _plan_dot(inst: HloInstruction, lhs, rhs, out: Buf) -> _Plan | None:
 
 
 def _plan_conv(inst: HloInstruction, lhs, rhs, out: Buf) -> _Plan | None:
+    """The convolution's oneDNN primitive, of the form ``dnnl_conv`` recognises (forward or a gradient)."""
+    (lbuf, lconst), (rbuf, rconst) = lhs, rhs
+    conv = dnnl_conv.plan(inst, dnnl_conv.Operand(lbuf.shape, lbuf.ptr, lconst),
+                          dnnl_conv.Operand(rbuf.shape, rbuf.ptr, rconst), dnnl_conv.Operand(out.shape, out.ptr))
+    if conv is None:
+        return None
     dl = inst.attr("dim_labels")
-    window = inst.attr("window").dims
-    groups_n = inst.attr("feature_group_count", 1)
-    if dl is None or inst.attr("batch_group_count", 1) != 1 or not 1 <= len(window) <= 3:
-        return None
-    if any(d.lhs_dilate != 1 or d.reversal or d.pad_low < 0 or d.pad_high < 0 for d in window):
-        return None
-    src = _tensor(lhs[0], [(dl.input_batch,), (dl.input_feature,)] + [(d,) for d in dl.input_spatial], lhs[1])
     groups = [(dl.output_batch,), (dl.output_feature,)] + [(d,) for d in dl.output_spatial]
-    dst = _tensor(out, groups)
-    w = rhs[0]
-    ws = strides_of(w.shape)
-    o, i = dl.kernel_output_feature, dl.kernel_input_feature
-    sp = list(dl.kernel_spatial)
-    if groups_n == 1:
-        dims = [w.shape.dims[o], w.shape.dims[i]] + [w.shape.dims[d] for d in sp]
-        strides = [ws[o], ws[i]] + [ws[d] for d in sp]
-    else:
-        per = w.shape.dims[o] // groups_n
-        dims = [groups_n, per, w.shape.dims[i]] + [w.shape.dims[d] for d in sp]
-        strides = [per * ws[o], ws[o], ws[i]] + [ws[d] for d in sp]
-    if src is None or dst is None:
-        return None
-    wei = Tensor(tuple(dims), tuple(strides), w.shape.dtype, w.ptr, rhs[1])
-    conv = ConvWindow(tuple(d.stride for d in window), tuple(d.rhs_dilate - 1 for d in window),
-                      tuple(d.pad_low for d in window), tuple(d.pad_high for d in window))
-    return _Plan(src, wei, dst, groups, 1, conv)
+    return _Plan(conv.src, conv.wei, conv.dst, groups, 1, conv.window, conv.prop, conv.flip)
+
+
+def _flip_weights(em: ComputationEmitter, plan: _Plan, rhs: Buf, prelude: IndentedBuffer) -> None:
+    """Make ``plan.wei`` read a copy of ``rhs`` flipped along ``plan.flip`` (scratch; written by ``prelude``)."""
+    if not plan.flip:
+        return
+    ptr, ctype = em.names.fresh("b"), C.storage(rhs.shape.dtype)
+    em.pointer(ptr, ctype, em.alloc_bytes(rhs.shape.byte_size, f"{ptr}#flip"))
+    dims, idx = rhs.shape.dims, [em.names.fresh("i") for _ in rhs.shape.dims]
+    st = strides_of(rhs.shape)
+    with prelude.block(""):
+        for i, n in zip(idx, dims):
+            prelude.line(f"for (int64_t {i} = 0; {i} < {n}; ++{i})")
+        at = " + ".join(f"{i} * {s}" for i, s in zip(idx, st))
+        flipped = " + ".join(f"({n - 1} - {i}) * {s}" if d in plan.flip else f"{i} * {s}"
+                             for d, (i, n, s) in enumerate(zip(idx, dims, st)))
+        prelude.line(f"  {ptr}[{flipped}] = {rhs.ptr}[{at}];")
+    plan.wei = Tensor(plan.wei.dims, plan.wei.strides, plan.wei.dtype, ptr)
 
 
 _PLANS = {Opcode.DOT: _plan_dot, Opcode.CONVOLUTION: _plan_conv}
@@ -214,7 +207,8 @@ def _library_op(em: ComputationEmitter, inst: HloInstruction, target: Value):
     plan = _PLANS[inst.opcode](inst, operands[0], operands[1], target)
     if plan is None:
         return False
-    DnnlPrimitive(f"%{inst.name}", plan.src, plan.wei, plan.dst, conv=plan.conv).emit(em, install)
+    _flip_weights(em, plan, operands[1][0], em.buf)
+    DnnlPrimitive(f"%{inst.name}", plan.src, plan.wei, plan.dst, conv=plan.conv, prop=plan.prop).emit(em, install)
     return None
 
 
@@ -286,13 +280,14 @@ def _primitive(em: ComputationEmitter, inst: HloInstruction, comp: HloComputatio
         return None
     prelude = IndentedBuffer()  # computes the epilogue's small side operands, before the primitive runs
     post_ops = _post_ops(em, inst, comp, plan, match.ops, prelude)
-    if post_ops is None or len(post_ops) > dnnl.MAX_POST_OPS:
+    if post_ops is None or len(post_ops) > dnnl.MAX_POST_OPS or (post_ops and plan.prop != "forward"):
         return None
+    _flip_weights(em, plan, operands[1][0], prelude)
     bias = None
     if post_ops and _is_bias(post_ops[0], plan):
         bias = post_ops.pop(0).src1
         bias = Tensor((bias.dims[plan.channel],), (1,), bias.dtype, bias.ptr) if plan.conv else bias
-    prim = DnnlPrimitive(f"%{inst.name}", plan.src, plan.wei, plan.dst, bias, post_ops, plan.conv)
+    prim = DnnlPrimitive(f"%{inst.name}", plan.src, plan.wei, plan.dst, bias, post_ops, plan.conv, prop=plan.prop)
     return prelude, prim
 
 
