@@ -169,10 +169,11 @@ CONVS = {
                   "window={size=1x1}, dim_labels=b01f_01io->b01f", True),
     "nchw": ("f32[2,3,8,8]", "f32[5,3,3,3]", "f32[2,5,6,6]", "window={size=3x3}, dim_labels=bf01_oi01->bf01", True),
     "conv1d": ("f32[2,12,3]", "f32[3,3,4]", "f32[2,12,4]", "window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f", True),
-    "batch_group_elemental": ("f32[4,5,5,3]", "f32[3,3,3,6]", "f32[2,3,3,6]",
-                              "window={size=3x3}, dim_labels=b01f_01io->b01f, batch_group_count=2", False),
-    "lhs_dilated_elemental": ("f32[1,4,4,2]", "f32[3,3,2,3]", "f32[1,7,7,3]",
-                              "window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f", False),
+    # batch groups and lhs dilation: oneDNN's weight and data gradient primitives (dnnl_conv.py)
+    "batch_group_weight_gradient": ("f32[4,5,5,3]", "f32[3,3,3,6]", "f32[2,3,3,6]",
+                                    "window={size=3x3}, dim_labels=b01f_01io->b01f, batch_group_count=2", True),
+    "lhs_dilated_data_gradient": ("f32[1,4,4,2]", "f32[3,3,2,3]", "f32[1,7,7,3]",
+                                  "window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f", True),
     "negative_padding_elemental": ("f32[1,8,8,2]", "f32[3,3,2,3]", "f32[1,4,4,3]",
                                    "window={size=3x3 pad=-1_-1x-1_-1}, dim_labels=b01f_01io->b01f", False),
 }
@@ -184,8 +185,10 @@ def test_convolution_configurations(case: str, cache) -> None:
     text = entry(f"%x = {x} parameter(0)\n%w = {w} parameter(1)", f"%c = {out} convolution(%x, %w), {attrs}")
     exe = compile_text(text, cache)
     assert uses_dnnl(exe) == library
-    if library:  # parameter weights: oneDNN picks the layout, a reorder primitive runs per call
-        assert "dnnl_reorder_primitive_desc_create(&rpd, md[1], eng, wmd, eng, NULL)" in exe.source
+    if library:  # parameter weights (a weight gradient: its result): oneDNN picks the layout, a reorder runs per call
+        backward_weights = "dnnl_convolution_backward_weights_primitive_desc_create" in exe.source
+        reorder = "(&rpd, wmd, eng, md[4], eng, NULL)" if backward_weights else "(&rpd, md[1], eng, wmd, eng, NULL)"
+        assert f"dnnl_reorder_primitive_desc_create{reorder}" in exe.source
     check_numbers(exe)
 
 
