@@ -4,19 +4,19 @@
   free and contracting dims are merged where they are adjacent in memory, and transposed operands
   or results are described by strides (no copies). Constant weights are reordered once at init
   into the layout oneDNN picks.
-* ``convolution`` -> oneDNN forward convolution over any ``dim_labels`` (described by strides),
-  1-3 spatial dims, strides, non-negative (asymmetric) padding, dilation, ``feature_group_count``
-  (grouped and depthwise weights ``[G, O/G, I/G, ...]``); weights always go into oneDNN's preferred
-  layout (once at init when constant, per call otherwise).
+* ``convolution`` -> the oneDNN convolution of its form (``dnnl_conv.py``: forward, or the
+  backward_data/backward_weights primitive of a gradient) over any ``dim_labels`` (described by
+  strides), 1-3 spatial dims, strides, (asymmetric) padding, dilation, feature and batch groups;
+  weights always go into oneDNN's preferred layout (once at init when constant, per call otherwise).
 * ``fusion kind=kOutput`` with one dot/convolution: the part of the epilogue its ``post_ops=``
   annotation names (the ``DnnlEpilogues`` pass, ``dnnl_epilogues.py``) becomes post-ops; the rest, if any, runs in an elemental loop reading the library result,
   in place in the result buffer when the rest is elementwise (``tail_in_place``: relu, relu6, clip
   keep NaN this way), else from scratch. When the clamps could be post-ops, a second, fast primitive
   with them is built too, and each call runs it when ``dnnl_guard``'s check proves no NaN can arise.
 
-Whatever cannot be described (other element types, batch_group_count, lhs dilation, reversal,
-negative padding, zero-size dims, oneDNN absent or disabled with ``CodegenOptions.dnnl=False``) is
-declined (``return False``) and emitted by the elemental rules as before.
+Whatever cannot be described (other element types, a convolution ``dnnl_conv`` gives no form or plan,
+zero-size dims, oneDNN absent or disabled with ``CodegenOptions.dnnl=False``) is declined
+(``return False``) and emitted by the elemental rules as before.
 """
 
 from __future__ import annotations
