@@ -14,8 +14,10 @@ With HLO's ``out[b, f, p] = sum_{i, k} lhs[b, i, p*stride + k*rhs_dilate - pad_l
 (``lhs`` dilated by ``lhs_dilate`` first):
 
 * ``backward_weights`` (``convolution_backward_weights``): no lhs dilation or reversal, and either
-  ``batch_group_count > 1`` (a grouped/depthwise filter gradient) or a kernel spatially larger than
-  the result (a filter gradient: the kernel is the output gradient). Read as
+  ``batch_group_count > 1`` (a grouped/depthwise filter gradient) or an lhs whose FEATURE dim is
+  outermost in memory (``dim_labels=f01b_i01o->01bf``: the activation with batch and feature
+  swapped; a forward reading would hand oneDNN a minibatch innermost in memory, which only its
+  reference kernel takes): a filter gradient, whose kernel is the output gradient. Read as
   ``dW[o, c, k] = sum_{n, q} x[n, c, q*S + k*D - pad_l] * dy[n, o, q]``: ``x`` is lhs (n = its
   feature dim, c = its batch dim), ``dy`` is rhs (n = its input feature, o = its output feature,
   q = its spatial dims), ``dW`` the result; the gradient's stride S is HLO's ``rhs_dilate``, its
@@ -37,7 +39,6 @@ loop (``takes_post_ops``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -71,12 +72,16 @@ class ConvPlan:
     flip: tuple[int, ...] = ()
 
 
+def _minor_to_major(shape: Shape) -> tuple[int, ...]:
+    """The dims of ``shape`` from innermost to outermost in memory (its layout; row-major if none)."""
+    return shape.layout.minor_to_major if shape.layout is not None and shape.layout.minor_to_major \
+        else tuple(range(shape.rank - 1, -1, -1))
+
+
 def strides_of(shape: Shape) -> list[int]:
     """Element strides of every dim of a dense buffer of ``shape`` (its layout; row-major if none)."""
-    order = shape.layout.minor_to_major if shape.layout is not None and shape.layout.minor_to_major \
-        else tuple(range(shape.rank - 1, -1, -1))
     strides, step = [0] * shape.rank, 1
-    for d in order:
+    for d in _minor_to_major(shape):
         strides[d] = step
         step *= shape.dims[d]
     return strides
@@ -106,7 +111,7 @@ def _window(inst: HloInstruction):
 
 # --- the forms ----------------------------------------------------------------------------------
 
-def _is_backward_data(inst: HloInstruction) -> bool:
+def _is_backward_data(inst: HloInstruction, lhs: Shape) -> bool:
     return any(d.lhs_dilate != 1 or d.reversal for d in _window(inst))
 
 
@@ -135,16 +140,15 @@ def _plan_backward_data(inst: HloInstruction, lhs: Operand, rhs: Operand, out: O
     return ConvPlan("backward_data", src, wei, dst, win, flip)
 
 
-def _is_backward_weights(inst: HloInstruction) -> bool:
+def _is_backward_weights(inst: HloInstruction, lhs: Shape) -> bool:
     if any(d.lhs_dilate != 1 or d.reversal for d in _window(inst)):
         return False
     if inst.attr("batch_group_count", 1) != 1:
         return True
-    dl = inst.attr("dim_labels")
-    out = inst.shape
-    kernel = math.prod(d.size for d in _window(inst))
-    return inst.attr("feature_group_count", 1) == 1 and isinstance(out, Shape) and \
-        kernel > math.prod(out.dims[d] for d in dl.output_spatial)
+    # A forward reading gives oneDNN the lhs batch dim as its minibatch, which its kernels want outermost
+    # in memory: when the lhs feature dim is outermost instead (dim_labels=f01b_...: the lhs is an
+    # activation, its batch read as the feature), the weight-gradient reading is the one that fits.
+    return inst.attr("feature_group_count", 1) == 1 and _minor_to_major(lhs)[-1] == inst.attr("dim_labels").input_feature
 
 
 def _plan_backward_weights(inst: HloInstruction, lhs: Operand, rhs: Operand, out: Operand) -> ConvPlan | None:
@@ -174,7 +178,7 @@ def _plan_backward_weights(inst: HloInstruction, lhs: Operand, rhs: Operand, out
     return ConvPlan("backward_weights", src, diff_dst, diff_w, win)
 
 
-def _is_forward(inst: HloInstruction) -> bool:
+def _is_forward(inst: HloInstruction, lhs: Shape) -> bool:
     return inst.attr("batch_group_count", 1) == 1 and \
         all(d.lhs_dilate == 1 and not d.reversal and d.pad_low >= 0 and d.pad_high >= 0 for d in _window(inst))
 
@@ -193,7 +197,7 @@ def _plan_forward(inst: HloInstruction, lhs: Operand, rhs: Operand, out: Operand
 @dataclass(frozen=True)
 class Form:
     name: str  # the oneDNN propagation kind
-    matches: Callable[[HloInstruction], bool]
+    matches: Callable[[HloInstruction, Shape], bool]  # (the convolution, its lhs's shape)
     plan: Callable[[HloInstruction, Operand, Operand, Operand], ConvPlan | None]
 
 
@@ -204,23 +208,24 @@ FORMS = (
 )
 
 
-def form_of(inst: HloInstruction) -> Form | None:
-    """The form of convolution ``inst`` (None: none; the elemental rules emit it)."""
+def form_of(inst: HloInstruction, lhs: Shape) -> Form | None:
+    """The form of convolution ``inst`` whose lhs has shape ``lhs`` (None: none; the elemental rules emit it)."""
     dl = inst.attr("dim_labels")
-    if dl is None or not 1 <= len(_window(inst)) <= 3:
+    if dl is None or not isinstance(lhs, Shape) or not 1 <= len(_window(inst)) <= 3:
         return None
-    return next((f for f in FORMS if f.matches(inst)), None)
+    return next((f for f in FORMS if f.matches(inst, lhs)), None)
 
 
 def plan(inst: HloInstruction, lhs: Operand, rhs: Operand, out: Operand) -> ConvPlan | None:
     """The oneDNN primitive computing convolution ``inst`` over these buffers, or None."""
-    form = form_of(inst)
+    form = form_of(inst, lhs.shape)
     return None if form is None else form.plan(inst, lhs, rhs, out)
 
 
-def takes_post_ops(inst: HloInstruction) -> bool:
-    """Whether oneDNN may fuse an epilogue into ``inst`` (a dot, or a convolution of the forward form)."""
+def takes_post_ops(inst: HloInstruction, lhs: Shape) -> bool:
+    """Whether oneDNN may fuse an epilogue into ``inst`` (a dot, or a convolution of the forward form;
+    ``lhs``: the shape of its lhs)."""
     if inst.opcode is not Opcode.CONVOLUTION:
         return True
-    form = form_of(inst)
+    form = form_of(inst, lhs)
     return form is None or form.name == "forward"

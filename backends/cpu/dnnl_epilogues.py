@@ -44,7 +44,7 @@ def chain_of(fused: HloComputation, exact_nan: bool = True) -> PostOpChain | Non
     hero = hero_of(fused)
     if hero is None or not isinstance(fused.root.shape, Shape):
         return None
-    if not takes_post_ops(hero):  # a gradient convolution: oneDNN computes it alone
+    if not takes_post_ops(hero, fused[hero.operands[0]].shape):  # a gradient convolution: computed alone
         return PostOpChain(hero.name, ())
     safe = match_epilogue(fused, hero.name, exact_nan=exact_nan)
     fast = None
