@@ -119,6 +119,11 @@ HLO_CASES = {  # name -> (module text, the form dnnl_conv gives the convolution)
                                          "f32[2,9,9,4] convolution(%p0, %p1), window={size=3x3 pad=1_1x1_1 "
                                          "lhs_dilate=2x2 rhs_reversal=1x1}, dim_labels=b01f_01oi->b01f"),
                                  "backward_data"),
+    # NCHW/OIHW, lhs dilation, one spatial dim reversed by the window: the other flipped in runs of 3 elements
+    "input_grad_nchw_one_reversed": (_module(["f32[2,3,5,5]", "f32[4,3,3,3]"],
+                                             "f32[2,4,9,9] convolution(%p0, %p1), window={size=3x3 pad=1_1x1_1 "
+                                             "lhs_dilate=2x2 rhs_reversal=0x1}, dim_labels=bf01_oi01->bf01"),
+                                     "backward_data"),
     "forward_nhwc": (_module(["f32[2,9,9,4]", "f32[3,3,4,6]"],
                              "f32[2,5,5,6] convolution(%p0, %p1), window={size=3x3 stride=2x2 pad=1_1x1_1}, "
                              "dim_labels=b01f_01io->b01f"), "forward"),

@@ -123,20 +123,23 @@ def _plan_conv(inst: HloInstruction, lhs, rhs, out: Buf) -> _Plan | None:
 
 
 def _flip_weights(em: ComputationEmitter, plan: _Plan, rhs: Buf, prelude: IndentedBuffer) -> None:
-    """Make ``plan.wei`` read a copy of ``rhs`` flipped along ``plan.flip`` (scratch; written by ``prelude``)."""
+    """Make ``plan.wei`` read a copy of ``rhs`` flipped along ``plan.flip`` (scratch; written by ``prelude``,
+    one ``memcpy`` per run of the dims inside the innermost flipped one: per tap for HWIO filters)."""
     if not plan.flip:
         return
     ptr, ctype = em.names.fresh("b"), C.storage(rhs.shape.dtype)
     em.pointer(ptr, ctype, em.alloc_bytes(rhs.shape.byte_size, f"{ptr}#flip"))
-    dims, idx = rhs.shape.dims, [em.names.fresh("i") for _ in rhs.shape.dims]
-    st = strides_of(rhs.shape)
+    dims, st = rhs.shape.dims, strides_of(rhs.shape)
+    inner = min(st[d] for d in plan.flip)  # elements per contiguous run (the dims minor to every flipped dim)
+    outer = [d for d in range(len(dims)) if st[d] >= inner and dims[d] > 1]
+    idx = {d: em.names.fresh("i") for d in outer}
     with prelude.block(""):
-        for i, n in zip(idx, dims):
-            prelude.line(f"for (int64_t {i} = 0; {i} < {n}; ++{i})")
-        at = " + ".join(f"{i} * {s}" for i, s in zip(idx, st))
-        flipped = " + ".join(f"({n - 1} - {i}) * {s}" if d in plan.flip else f"{i} * {s}"
-                             for d, (i, n, s) in enumerate(zip(idx, dims, st)))
-        prelude.line(f"  {ptr}[{flipped}] = {rhs.ptr}[{at}];")
+        for d in outer:
+            prelude.line(f"for (int64_t {idx[d]} = 0; {idx[d]} < {dims[d]}; ++{idx[d]})")
+        at = " + ".join(f"{idx[d]} * {st[d]}" for d in outer) or "0"
+        flipped = " + ".join(f"({dims[d] - 1} - {idx[d]}) * {st[d]}" if d in plan.flip else f"{idx[d]} * {st[d]}"
+                             for d in outer) or "0"
+        prelude.line(f"  memcpy({ptr} + ({flipped}), {rhs.ptr} + ({at}), {inner} * sizeof({ctype}));")
     plan.wei = Tensor(plan.wei.dims, plan.wei.strides, plan.wei.dtype, ptr)
 
 
