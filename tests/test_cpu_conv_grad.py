@@ -155,6 +155,28 @@ def test_hlo_form_and_numbers(cache, case: str) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.max(np.abs(want))))
 
 
+@pytest.mark.parametrize("out_type", ["bf16", "f32"])
+def test_bf16_filter_gradient(cache, out_type: str) -> None:
+    """bf16 gradients run oneDNN's primitive (rounded once from f32 sums, as the evaluator: rtol 2e-2); a bf16
+    -> f32 one has no oneDNN gradient form (its forward hint is unimplemented) and takes the elemental loops."""
+    from hlo.dtypes import PrimitiveType as P
+
+    if not dnnl.supports(dnnl.find_install(), P.BF16):
+        pytest.skip("this CPU has no native bf16 for oneDNN")
+    text = _module(["bf16[4,9,9,8]", "bf16[4,5,5,16]"],
+                   f"{out_type}[3,3,8,16] convolution(%p0, %p1), window={{size=5x5 pad=1_1x1_1 rhs_dilate=2x2}}, "
+                   "dim_labels=f01b_i01o->01bf")
+    module = hlo.parse_module(text)
+    exe = compile_module(module, CompileOptions(codegen=CodegenOptions(dnnl=True), cache_dir=cache))
+    assert (_CREATE["backward_weights"] in exe.source) == (out_type == "bf16")
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(p.shape.dims).astype(np.float32).astype(p.shape.dtype.numpy)
+            for p in module.entry.parameters]
+    got = np.asarray(exe(*args)[0], np.float64)
+    want = np.asarray(hlo.evaluate(module, *args)[0], np.float64)
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * float(np.max(np.abs(want))))
+
+
 # --- no reference kernels ---------------------------------------------------------------------------------
 
 _CHILD = textwrap.dedent("""

@@ -294,8 +294,7 @@ class DnnlPrimitive:
                     step(f"dnnl_primitive_execute(st_->{p}_wre, st_->dnnl_stream, 2, ra_)")
                 with b.block("else"):
                     point(f"{p}_m[1]", self.wei.ptr)
-            roles = CONV_ARGS[self.prop]
-            args = [f"{{{roles[0]}, st_->{p}_m[0]}}", f"{{{roles[1]}, st_->{p}_m[1]}}", f"{{{roles[2]}, st_->{p}_m[3]}}"]
+            args = [f"{{{role}, st_->{p}_m[{slot}]}}" for role, slot in zip(CONV_ARGS[self.prop], (0, 1, 3))]
             if self.bias is not None:
                 args.append(f"{{DNNL_ARG_BIAS, st_->{p}_m[2]}}")
             args += [f"{{DNNL_ARG_ATTR_MULTIPLE_POST_OP({i}) | DNNL_ARG_SRC_1, st_->{p}_m[{4 + i}]}}"
@@ -445,7 +444,6 @@ class DnnlPrimitive:
             out.line(f"for (int i = 0; i < {MAX_POST_OPS}; ++i) if (po_md[i]) dnnl_memory_desc_destroy(po_md[i]);")
             out.line("return rc;")
         return out.getvalue()
-
 
     def _backward_pd(self, check, window: list[str]) -> None:
         """Create ``pd``, a gradient convolution, and its forward hint. md[0]/md[1]/md[4] describe the src,
