@@ -56,14 +56,15 @@ def _forward(tf, x, w, op: str, stride: int, padding: str, dilation: int):
 
 
 def _grads(tf, inputs):
-    """[(dx, dw) per case] of sum(y * cos(y)) (a loss whose gradient varies over y)."""
+    """[(dx + x, dw / 2) per case] for the loss sum(y * cos(y)) (a gradient that varies over y)."""
     out = []
     for (x, w), (_, _, op, stride, padding, dilation) in zip(inputs, CASES.values()):
         with tf.GradientTape() as tape:
             tape.watch([x, w])
             y = _forward(tf, x, w, op, stride, padding, dilation)
             loss = tf.reduce_sum(y * tf.cos(y))
-        out.append(tuple(tape.gradient(loss, [x, w])))
+        dx, dw = tape.gradient(loss, [x, w])
+        out.append((dx + x, 0.5 * dw))  # epilogues: the gradient primitives take none, the loop runs them
     return out
 
 
