@@ -1,0 +1,103 @@
+"""The ops Keras layers emit that issue 18 adds, against TF eager through the HLO evaluator:
+SpaceToBatchND/BatchToSpaceND (dilated convolutions), InvertPermutation/BroadcastArgs/ConcatOffset
+(shape arithmetic of gradients), Bucketize and the bincounts. Integer results are compared exactly,
+float32 ones with the harness's tolerances (rtol 2e-5, atol 1e-6); errors by type and message."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from hlo.lowering import LoweringError
+from tests.lowering_harness import check_lowering, lower_fn
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("shape,block,pads", [
+    ((2, 5, 4, 3), [2, 2], [[1, 0], [0, 2]]),
+    ((1, 6, 2), [3], [[0, 0]]),
+    ((3, 4, 6, 2, 2), [2, 3], [[0, 2], [3, 0]]),
+])
+def test_space_to_batch_and_back(shape, block, pads) -> None:
+    x = RNG.normal(size=shape).astype(np.float32)
+    check_lowering(lambda a: tf.space_to_batch_nd(a, block, pads), x)
+    y = tf.space_to_batch_nd(x, block, pads).numpy()
+    check_lowering(lambda a: tf.batch_to_space(a, block, pads), y)
+    check_lowering(lambda a: tf.compat.v1.space_to_batch_nd(a, block, pads), x.astype(np.int32))
+
+
+def test_space_to_batch_4d_forms_and_dilated_conv_gradient() -> None:
+    x = RNG.normal(size=(1, 4, 4, 2)).astype(np.float32)
+    check_lowering(lambda a: tf.raw_ops.SpaceToBatch(input=a, paddings=[[0, 2], [2, 0]], block_size=2), x)
+    y = tf.raw_ops.SpaceToBatch(input=x, paddings=[[0, 2], [2, 0]], block_size=2).numpy()
+    check_lowering(lambda a: tf.raw_ops.BatchToSpace(input=a, crops=[[0, 2], [2, 0]], block_size=2), y)
+    w = RNG.normal(size=(3, 3, 2, 2)).astype(np.float32)
+
+    def grads(a, k):
+        with tf.GradientTape() as tape:
+            tape.watch([a, k])
+            out = tf.nn.conv2d(a, k, strides=1, padding="SAME", dilations=2)
+            loss = tf.reduce_sum(out * out)
+        return tape.gradient(loss, [a, k])
+    x = RNG.normal(size=(2, 7, 7, 2)).astype(np.float32)
+    check_lowering(grads, x, w, rtol=1e-4, atol=1e-4)
+
+
+def test_space_to_batch_errors_name_the_node() -> None:
+    x = np.zeros((1, 4, 4, 1), np.float32)
+    with pytest.raises(LoweringError, match=r"SpaceToBatchND.*input 1 .* must be a compile-time constant"):
+        lower_fn(lambda a, b: tf.space_to_batch_nd(a, b, [[0, 0], [0, 0]]), x, np.array([2, 2], np.int32))
+
+
+def test_shape_arithmetic_of_gradients() -> None:
+    perm = np.array([2, 0, 3, 1], np.int32)
+    check_lowering(lambda p: tf.math.invert_permutation(p), perm)
+    x = RNG.normal(size=(2, 3, 4, 5)).astype(np.float32)
+    check_lowering(lambda a: tf.transpose(a, tf.math.invert_permutation(tf.constant([2, 0, 3, 1]))), x)
+    check_lowering(lambda a: tf.broadcast_to(a[:, :1], tf.raw_ops.BroadcastArgs(
+        s0=tf.shape(a[:, :1]), s1=tf.constant([4, 1, 3, 1, 1]))), x)
+    y = RNG.normal(size=(2, 2, 4, 5)).astype(np.float32)
+    check_lowering(lambda a, b: tf.raw_ops.ConcatOffset(concat_dim=1, shape=[tf.shape(a), tf.shape(b), tf.shape(a)]),
+                   x, y)
+
+    def concat_grad(a, b):
+        with tf.GradientTape() as tape:
+            tape.watch([a, b])
+            loss = tf.reduce_sum(tf.concat([a, b, a], axis=1) ** 2)
+        return tape.gradient(loss, [a, b])
+    check_lowering(concat_grad, x, y)
+    with pytest.raises(LoweringError, match=r"InvertPermutation.*1 is duplicated in the input"):
+        lower_fn(lambda a: tf.transpose(a, tf.math.invert_permutation(tf.constant([1, 1, 0, 2]))), x)
+
+
+def test_bucketize_bit_exact() -> None:
+    x = np.array([[-3.0, -0.5, 0.0, 0.25], [0.5, 7.0, np.nan, -np.inf]], np.float32)
+    bounds = [-0.5, 0.0, 0.5, 1.0]
+    check_lowering(lambda a: tf.raw_ops.Bucketize(input=a, boundaries=bounds), x)
+    check_lowering(lambda a: tf.raw_ops.Bucketize(input=a, boundaries=bounds), x.astype(np.float64))
+    check_lowering(lambda a: tf.raw_ops.Bucketize(input=a, boundaries=[-1.0, 2.0, 2.5]),
+                   RNG.integers(-3, 4, (3, 5)).astype(np.int64))
+    check_lowering(lambda a: tf.raw_ops.Bucketize(input=a, boundaries=[]), x)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("binary", [False, True])
+def test_dense_bincount(weighted: bool, binary: bool) -> None:
+    values = np.array([[0, 3, 3, 5, 9], [1, 1, 1, 0, 2]], np.int32)  # 9 >= size: dropped, as in TF
+    weights = RNG.normal(size=values.shape).astype(np.float32) if weighted else np.zeros((0,), np.float32)
+
+    def count(v, w):
+        return (tf.raw_ops.DenseBincount(input=v, size=6, weights=w, binary_output=binary),
+                tf.raw_ops.DenseBincount(input=v[0], size=7, weights=w[0] if weighted else w, binary_output=binary))
+    check_lowering(count, values, weights)
+    check_lowering(lambda v: tf.raw_ops.DenseBincount(input=v, size=4, weights=tf.zeros((0,), tf.int64),
+                                                     binary_output=binary), values.astype(np.int64))
+
+
+def test_bincount_v1() -> None:
+    values = np.array([0, 3, 3, 5, 1, 1, 8], np.int32)
+    weights = RNG.normal(size=values.shape).astype(np.float32)
+    check_lowering(lambda v, w: tf.raw_ops.Bincount(arr=v, size=6, weights=w), values, weights)
+    check_lowering(lambda v: tf.raw_ops.Bincount(arr=v, size=6, weights=tf.zeros((0,), tf.int32)), values)
