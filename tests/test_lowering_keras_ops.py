@@ -101,3 +101,43 @@ def test_bincount_v1() -> None:
     weights = RNG.normal(size=values.shape).astype(np.float32)
     check_lowering(lambda v, w: tf.raw_ops.Bincount(arr=v, size=6, weights=w), values, weights)
     check_lowering(lambda v: tf.raw_ops.Bincount(arr=v, size=6, weights=tf.zeros((0,), tf.int32)), values)
+
+
+_RESIZE_FLAGS = [(False, False), (True, False), (False, True)]  # (align_corners, half_pixel_centers)
+
+
+@pytest.mark.parametrize("flags", _RESIZE_FLAGS)
+@pytest.mark.parametrize("size", [(7, 5), (2, 3), (1, 1), (4, 6)])
+def test_resize_bilinear_and_nearest(flags, size) -> None:
+    """Forward: float32 within 1 ulp-ish of TF (same operation order); nearest is a gather: exact."""
+    align, half = flags
+    x = RNG.normal(size=(2, 4, 6, 3)).astype(np.float32)
+    check_lowering(lambda a: tf.raw_ops.ResizeBilinear(images=a, size=size, align_corners=align,
+                                                       half_pixel_centers=half), x, rtol=1e-6, atol=1e-6)
+    check_lowering(lambda a: tf.raw_ops.ResizeNearestNeighbor(images=a, size=size, align_corners=align,
+                                                              half_pixel_centers=half), x)
+    ints = RNG.integers(-50, 50, (1, 4, 6, 2)).astype(np.int32)
+    check_lowering(lambda a: tf.raw_ops.ResizeBilinear(images=a, size=size, align_corners=align,
+                                                       half_pixel_centers=half), ints, rtol=1e-6, atol=1e-5)
+    check_lowering(lambda a: tf.raw_ops.ResizeNearestNeighbor(images=a, size=size, align_corners=align,
+                                                              half_pixel_centers=half), ints)
+
+
+@pytest.mark.parametrize("flags", _RESIZE_FLAGS)
+@pytest.mark.parametrize("size", [(7, 5), (2, 3), (8, 12)])
+def test_resize_gradients(flags, size) -> None:
+    align, half = flags
+    x = RNG.normal(size=(2, 4, 6, 3)).astype(np.float32)
+    g = RNG.normal(size=(2, *size, 3)).astype(np.float32)
+    check_lowering(lambda d, a: tf.raw_ops.ResizeBilinearGrad(grads=d, original_image=a, align_corners=align,
+                                                              half_pixel_centers=half), g, x, rtol=1e-5, atol=1e-5)
+    check_lowering(lambda d: tf.raw_ops.ResizeNearestNeighborGrad(grads=d, size=(4, 6), align_corners=align,
+                                                                  half_pixel_centers=half), g, rtol=1e-5, atol=1e-5)
+
+
+def test_resize_errors_name_the_node() -> None:
+    x = np.zeros((1, 4, 4, 1), np.float32)
+    with pytest.raises(LoweringError, match=r"ResizeBilinear.*If half_pixel_centers is True, align_corners must "
+                                            r"be False"):
+        lower_fn(lambda a: tf.raw_ops.ResizeBilinear(images=a, size=(2, 2), align_corners=True,
+                                                     half_pixel_centers=True), x)
