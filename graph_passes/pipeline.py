@@ -23,9 +23,10 @@ from graph_passes.cluster import ZERO_COST_OPS, ClusterOptions, Clustering, Refu
 from graph_passes.extract import ClusterSpec, extract_clusters
 from graph_passes.forward_variables import forward_variables
 from graph_passes.inline import inline_calls
+from graph_passes.fold_shapes import fold_shapes, needs_fold
 from graph_passes.list_shapes import infer_list_shapes
 from graph_passes.loop_reads import hoist_loop_reads
-from graph_passes.mark import Marking, mark_compilable
+from graph_passes.mark import Marking, analysis_graph, mark_compilable
 from graph_passes.rewrite import LaunchSpec, RewriteResult, dead_clusters, live_nodes, rewrite_clusters, standard_attrs
 from hlo.lowering.tensor_names import control
 
@@ -125,8 +126,8 @@ def analyze(graph_def, fetches: Sequence[str], options: ClusterOptions = Cluster
             input_shapes: Mapping[str, Sequence[int]] | None = None,
             forward: bool = True) -> ClusteringResult:
     """Inline calls, hoist loops' variable reads, give TensorLists the element shapes their loops write,
-    forward variable values (``forward``), mark compilable nodes, cluster them and
-    extract each cluster.
+    forward variable values (``forward``), fold shape arithmetic TF's shape inference cannot see
+    (``fold_shapes``), mark compilable nodes, cluster them and extract each cluster.
 
     ``fetches``: the tensors (``node:i``) and target nodes (``^node``) the caller needs;
     ``resource_shapes``: resource placeholder -> (dtype, dims) of its variable (see ``resource_shapes_of``);
@@ -138,7 +139,13 @@ def analyze(graph_def, fetches: Sequence[str], options: ClusterOptions = Cluster
     if forward:
         fwd = forward_variables(graph)
         graph, forwarded = fwd.graph_def, fwd.forwarded
-    marking = mark_compilable(graph, resource_shapes=resource_shapes, input_shapes=input_shapes)
+    analysis = None
+    if input_shapes is None and needs_fold(graph):  # folding reads static shapes: the graph's own only
+        analysis = analysis_graph(graph, resource_shapes)
+        fold = fold_shapes(graph, analysis)
+        if fold.folded:
+            graph, analysis = fold.graph_def, None
+    marking = mark_compilable(graph, resource_shapes=resource_shapes, input_shapes=input_shapes, graph=analysis)
     clustering = cluster_nodes(marking, options, fetches)
     clusters = extract_clusters(marking, clustering, fetches)
     result = ClusteringResult(graph_def, graph, list(fetches), options, marking, clustering, clusters,
