@@ -15,7 +15,19 @@ graph each variable's value is known at every point:
 
 ``AssignAddVariableOp``/``AssignSubVariableOp`` become ``AssignVariableOp`` of the value computed
 above (``assign_values``), so an optimizer's update is computed in the cluster; the variables end
-with the same values. A variable is left alone when its
+with the same values. Sparse accesses (embedding training) take part the same way, as the dense ops
+TF defines them by:
+
+- ``ResourceGather(v, indices)`` reads: it becomes ``GatherV2(value, indices, axis 0, batch_dims)``
+  (same name, no control inputs) of the current value (a new first read when there is none);
+- ``ResourceScatter{Add,Sub,Min,Max,Update}(v, indices, updates)`` write: the new value is
+  ``TensorScatter{Add,...}(value, ExpandDims(indices, -1), BroadcastTo(updates, Shape(GatherV2(value,
+  indices))))`` (a scalar ``updates`` is broadcast, as the resource ops allow; duplicate indices
+  combine as in TF's kernels, in index order), and the node becomes ``AssignVariableOp`` of it; the
+  ``ResourceScatterNd{Add,Sub,Min,Max,Update}`` forms use their indices as they are. ``ResourceScatterMul``/
+  ``Div`` have no dense TF op and leave their variable alone.
+
+A variable is left alone when its
 handle does not come straight from a ``Placeholder``/``VarHandleOp`` (another op could alias it), when
 anything but ``ReadVariableOp``/``Assign*VariableOp`` uses its handle, or when two of its ops are not
 ordered by the graph's edges (``skipped`` says which and why).
@@ -31,7 +43,15 @@ from hlo.lowering.tensor_names import control, control_inputs, node_name, tensor
 
 READ = "ReadVariableOp"
 DT_RESOURCE = 20
+DT_INT32 = 3
 WRITES = {"AssignVariableOp": None, "AssignAddVariableOp": "AddV2", "AssignSubVariableOp": "Sub"}
+GATHERS = frozenset({"ResourceGather"})
+# sparse write -> (the dense op computing the new value, whether its indices index the first dim only)
+SCATTERS = {f"ResourceScatter{kind}": (f"TensorScatter{kind}", True) for kind in ("Add", "Sub", "Min", "Max", "Update")}
+SCATTERS.update({f"ResourceScatterNd{kind}": (f"TensorScatter{kind}", False)
+                 for kind in ("Add", "Sub", "Min", "Max", "Update")})
+READS = frozenset({READ}) | GATHERS
+TOUCHES = READS | frozenset(WRITES) | frozenset(SCATTERS)
 
 
 @dataclass
@@ -40,6 +60,7 @@ class ForwardResult:
     forwarded: list[str] = field(default_factory=list)  # reads turned into Identity of the current value
     assigned: list[str] = field(default_factory=list)  # AssignAdd/AssignSub turned into AssignVariableOp
     skipped: dict[str, str] = field(default_factory=dict)  # resource tensor -> why it was left alone
+    densified: list[str] = field(default_factory=list)  # ResourceGather/ResourceScatter* turned into dense ops
 
 
 def _ordered(index: GraphIndex, rank: dict[str, int], first: str, second: str) -> bool:
@@ -63,7 +84,7 @@ def _unordered(index: GraphIndex, rank: dict[str, int], ops: list) -> tuple[str,
     write against the previous one covers every pair, by transitivity."""
     last_write, reads = None, []
     for node in ops:
-        if node.op == READ:
+        if node.op in READS:
             if last_write is not None and not _ordered(index, rank, last_write, node.name):
                 return last_write, node.name
             reads.append(node.name)
@@ -87,7 +108,7 @@ def _touches(index: GraphIndex, order: list[str]) -> tuple[dict[str, list], dict
         node = index.by_name[name]
         for e in index.data_in[name]:
             handle = tensor(e.producer, e.index)
-            if node.op == READ or node.op in WRITES:
+            if node.op in TOUCHES:
                 if e.slot == 0:
                     touches.setdefault(handle, []).append(node)
             elif _is_handle(index.by_name[e.producer]):
@@ -122,7 +143,7 @@ def forward_variables(graph_def, *, assign_values: bool = True) -> ForwardResult
     taken = set(nodes)
     result = ForwardResult(out, skipped=skipped)
     for handle, ops in touches.items():
-        if handle in skipped or not any(n.op in WRITES for n in ops):
+        if handle in skipped or not any(n.op in WRITES or n.op in SCATTERS or n.op in GATHERS for n in ops):
             continue
         unordered = _unordered(index, rank, ops)
         if unordered:
@@ -133,6 +154,17 @@ def forward_variables(graph_def, *, assign_values: bool = True) -> ForwardResult
         pending: tuple[Any, str] | None = None
         for original in ops:
             node = nodes[original.name]
+            if node.op in GATHERS or node.op in SCATTERS:
+                if pending is not None:
+                    current, pending = _combine(out, taken, *pending), None
+                elif current is None:
+                    current = _initial_read(out, taken, node)
+                if node.op in GATHERS:
+                    _gather(out, taken, node, current)
+                else:
+                    current = _scatter(out, taken, node, current)
+                result.densified.append(node.name)
+                continue
             if node.op == READ:
                 if pending is not None:
                     current, pending = _combine(out, taken, *pending), None
@@ -170,6 +202,67 @@ def _assign(write, value: str) -> None:
     write.attr["dtype"].type = dtype
 
 
+def _add(gd, taken: set[str], base: str, op: str, inputs: list[str], device: str, **attrs) -> Any:
+    """A new node ``op(inputs)`` named after ``base``, with type attributes ``attrs`` (name -> DataType)."""
+    node = gd.node.add(name=_fresh(taken, f"{base}/tfxla_{op.lower()}"), op=op, input=inputs, device=device)
+    for key, value in attrs.items():
+        node.attr[key].type = value
+    return node
+
+
+def _int_const(gd, taken: set[str], base: str, value: int, device: str) -> str:
+    node = gd.node.add(name=_fresh(taken, f"{base}/tfxla_const"), op="Const", device=device)
+    node.attr["dtype"].type = DT_INT32
+    node.attr["value"].tensor.dtype = DT_INT32
+    node.attr["value"].tensor.int_val.append(value)
+    return tensor(node.name, 0)
+
+
+def _gather_value(gd, taken: set[str], node, value: str, indices: str, batch_dims: int) -> Any:
+    gather = _add(gd, taken, node.name, "GatherV2", [value, indices, _int_const(gd, taken, node.name, 0, node.device)],
+                  node.device, Tparams=node.attr["dtype"].type, Tindices=node.attr["Tindices"].type, Taxis=DT_INT32)
+    gather.attr["batch_dims"].i = batch_dims
+    return gather
+
+
+def _gather(gd, taken: set[str], node, value: str) -> None:
+    """Turn ``ResourceGather(v, indices)`` (in place) into ``GatherV2(value, indices, 0)``, same name, no
+    control inputs (like a forwarded read: the data edge from ``value`` orders it)."""
+    dtype, tindices, batch_dims = node.attr["dtype"].type, node.attr["Tindices"].type, node.attr["batch_dims"].i
+    axis = _int_const(gd, taken, node.name, 0, node.device)
+    indices = node.input[1]
+    node.op = "GatherV2"
+    del node.input[:]
+    node.input.extend([value, indices, axis])
+    node.ClearField("attr")
+    node.attr["Tparams"].type, node.attr["Tindices"].type, node.attr["Taxis"].type = dtype, tindices, DT_INT32
+    node.attr["batch_dims"].i = batch_dims
+
+
+def _scatter(gd, taken: set[str], node, value: str) -> str:
+    """The dense new value of ``ResourceScatter*(v, indices, updates)`` applied to ``value``; ``node``
+    becomes ``AssignVariableOp(v, new value)``."""
+    dense, first_dim = SCATTERS[node.op]
+    dtype, tindices = _var_dtype(node), node.attr["Tindices"].type
+    indices, updates = node.input[1], node.input[2]
+    if first_dim:
+        like = _gather_value(gd, taken, node, value, indices, 0)  # indices.shape + v.shape[1:]
+        shape = _add(gd, taken, node.name, "Shape", [tensor(like.name, 0)], node.device, T=dtype, out_type=DT_INT32)
+        updates = tensor(_add(gd, taken, node.name, "BroadcastTo", [updates, tensor(shape.name, 0)], node.device,
+                              T=dtype, Tidx=DT_INT32).name, 0)
+        indices = tensor(_add(gd, taken, node.name, "ExpandDims",
+                              [indices, _int_const(gd, taken, node.name, -1, node.device)], node.device,
+                              T=tindices, Tdim=DT_INT32).name, 0)
+    new = _add(gd, taken, node.name, dense, [value, indices, updates], node.device, T=dtype, Tindices=tindices)
+    value = tensor(new.name, 0)
+    node.op = "AssignVariableOp"
+    node.input[1] = value
+    del node.input[2]
+    node.ClearField("attr")
+    node.attr["dtype"].type = dtype
+    return value
+
+
 def _combine(gd, taken: set[str], write, current: str) -> str:
     """A node computing the value ``write`` (AssignAdd/AssignSub) leaves: ``current`` +/- its delta."""
     node = gd.node.add(name=_fresh(taken, f"{write.name}/tfxla_value"), op=WRITES[write.op],
@@ -183,9 +276,14 @@ def _initial_read(gd, taken: set[str], write) -> str:
     controls = control_inputs(write.input)
     read = gd.node.add(name=_fresh(taken, f"{write.name}/tfxla_read"), op=READ, input=[write.input[0], *controls],
                        device=write.device)
-    read.attr["dtype"].type = write.attr["dtype"].type
+    read.attr["dtype"].type = _var_dtype(write)
     write.input.append(control(read.name))
     return tensor(read.name, 0)
+
+
+def _var_dtype(node) -> int:
+    """The variable's dtype on an op touching it (``dtype``; ``T`` on the ResourceScatterNd ops)."""
+    return int(node.attr["dtype"].type if "dtype" in node.attr else node.attr["T"].type)
 
 
 def _fresh(taken: set[str], name: str) -> str:

@@ -82,7 +82,8 @@ def test_unordered_ops_and_direct_handle_uses_are_left_alone():
         tf.raw_ops.ReadVariableOp(resource=h, dtype=tf.float32, name="read")  # no edge orders it and the write
         g = tf.compat.v1.placeholder(tf.resource, [], name="g")
         tf.raw_ops.AssignAddVariableOp(resource=g, value=tf.constant([1.0, 1.0, 1.0]), name="bump")
-        tf.raw_ops.ResourceGather(resource=g, indices=[0, 2], dtype=tf.float32, name="gathered")
+        tf.raw_ops.ResourceGather(resource=g, indices=[0, 2], dtype=tf.float32, name="gathered")  # a read
+        tf.raw_ops.ResourceApplyGradientDescent(var=g, alpha=0.1, delta=[1.0, 1.0, 1.0], name="apply")
         k = tf.compat.v1.placeholder(tf.resource, [], name="k")
         alias = tf.identity(k, name="alias")  # an alias of k: neither may be forwarded
         tf.raw_ops.AssignVariableOp(resource=alias, value=tf.constant(1.0), name="set")
@@ -91,7 +92,7 @@ def test_unordered_ops_and_direct_handle_uses_are_left_alone():
     result = forward_variables(graph.as_graph_def())
     assert not result.forwarded
     assert result.skipped == {"h:0": "'write' and 'read' are not ordered by the graph",
-                              "g:0": "ResourceGather 'gathered' uses the handle directly",
+                              "g:0": "ResourceApplyGradientDescent 'apply' uses the handle directly",
                               "k:0": "Identity 'alias' uses the handle directly",
                               "alias:0": "the handle comes from Identity 'alias', not a variable"}
 
@@ -121,3 +122,53 @@ def test_add_and_sub_writes_become_assigns_of_the_computed_value():
     kept = forward_variables(cf.graph.as_graph_def(), assign_values=False)
     assert not kept.assigned and {nodes[n].op for n in subs} != {kept_n.op for kept_n in kept.graph_def.node
                                                                   if kept_n.name in subs}
+
+
+def _sparse_step():
+    table = tf.Variable(np.arange(15, dtype=np.float32).reshape(5, 3), name="table")
+    counts = tf.Variable(np.zeros(5, np.int32), name="counts")
+
+    @tf.function
+    def step(ids, delta):
+        rows = tf.gather(table, ids)  # ResourceGather
+        table.scatter_sub(tf.IndexedSlices(delta * rows, ids))  # ResourceScatterSub, duplicate ids accumulate
+        table.scatter_max(tf.IndexedSlices(tf.fill([2, 3], 4.0), ids[:2]))
+        tf.compat.v1.scatter_add(counts, ids, 1)  # scalar updates, broadcast
+        tf.compat.v1.scatter_nd_update(counts, [[4]], [7])
+        tf.compat.v1.scatter_update(table, ids[-1:], delta[:1] * 0.0 - 1.0)
+        return tf.reduce_sum(tf.gather(table, ids)), tf.gather(counts, ids)
+    return step, (table, counts)
+
+
+def test_sparse_variable_updates_compile_and_update_variables_like_tf():
+    step, variables = _sparse_step()
+    ids = tf.constant([1, 3, 1, 0])
+    delta = tf.constant(np.linspace(0.1, 0.4, 12, dtype=np.float32).reshape(4, 3))
+    cf = step.get_concrete_function(ids, delta)
+    start = [v.numpy() for v in variables]
+    want = [[t.numpy() for t in step(ids, delta)] for _ in range(2)]
+    want_vars = [v.numpy() for v in variables]
+    result = analyze_function(cf, ClusterOptions(must_compile=True))
+    assert len(result.clusters) == 1 and not result.unsupported(), result.unsupported()
+    ops = {n.op for n in result.graph_def.node}
+    assert not any(op.startswith("ResourceScatter") or op == "ResourceGather" for op in ops)
+    fake = FakeLaunch()
+    graph_def = fake.install(rewrite(result, fake).graph_def)
+    handles = {ph.name: eager for eager, ph in cf.graph.captures}
+    by_handle = {id(v.handle): v for v in variables}
+
+    @tf.function
+    def run(a, b):
+        graph = tf.compat.v1.get_default_graph()
+        input_map = {"ids:0": a, "delta:0": b}
+        input_map.update({name: graph.capture(by_handle[id(eager)].handle) for name, eager in handles.items()})
+        return tf.graph_util.import_graph_def(graph_def, input_map=input_map,
+                                              return_elements=[t.name for t in cf.graph.outputs])
+    for v, value in zip(variables, start):
+        v.assign(value)
+    got = [[t.numpy() for t in run(ids, delta)] for _ in range(2)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g[0], w[0], rtol=1e-6)
+        np.testing.assert_array_equal(g[1], w[1])
+    np.testing.assert_allclose(variables[0].numpy(), want_vars[0], rtol=1e-6)
+    np.testing.assert_array_equal(variables[1].numpy(), want_vars[1])
