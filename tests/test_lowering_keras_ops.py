@@ -141,3 +141,16 @@ def test_resize_errors_name_the_node() -> None:
                                             r"be False"):
         lower_fn(lambda a: tf.raw_ops.ResizeBilinear(images=a, size=(2, 2), align_corners=True,
                                                      half_pixel_centers=True), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rgb_hsv_round_trip(dtype) -> None:
+    """Within 2 ulp-ish of TF (same formulas and order; the C compiler may contract to FMAs)."""
+    x = RNG.uniform(0, 1, size=(2, 3, 4, 3)).astype(dtype)
+    x[0, 0, 0] = [0.5, 0.5, 0.5]  # grey: range 0
+    x[0, 0, 1] = [0.0, 0.0, 0.0]  # black: V 0
+    x[0, 0, 2] = [0.2, 0.9, 0.9]  # a tie for the maximum
+    check_lowering(lambda a: tf.image.rgb_to_hsv(a), x, rtol=1e-6, atol=1e-6)
+    check_lowering(lambda a: tf.image.hsv_to_rgb(a), x, rtol=1e-6, atol=1e-6)
+    with pytest.raises(LoweringError, match=r"RGBToHSV.*RGBToHSV does not support dtype (half|float16)"):
+        lower_fn(lambda a: tf.raw_ops.RGBToHSV(images=a), np.zeros((2, 3), np.float16))
