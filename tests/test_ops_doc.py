@@ -27,3 +27,18 @@ def test_check_mode_reports_staleness(tmp_path, capsys) -> None:
     assert COMMAND in capsys.readouterr().err
     assert main(["--output", str(out)]) == 0
     assert main(["--check", "--output", str(out)]) == 0
+
+
+def test_tf2xla_column_comes_from_tfs_kernel_registry() -> None:
+    """The column is TF's XLA_CPU_JIT registrations: ops tf2xla is known to lower say yes, others no."""
+    from hlo.lowering.docs import tf2xla_cpu_ops
+
+    xla = tf2xla_cpu_ops()
+    assert {"MatMul", "SpaceToBatchND", "ResizeBilinear", "ResourceScatterAdd", "RFFT"} <= xla
+    assert not {"ResizeBicubic", "ImageProjectiveTransformV3", "PrintV2", "_Arg"} & xla
+    text = render()
+    row = lambda op: text.split(f"| `{op}` |")[1].split("\n")[0]  # noqa: E731
+    assert row("MatMul").endswith("| yes |") and row("ResizeNearestNeighborGrad").endswith("| no |")
+    lacking = text.split("## tf2xla CPU ops we do not lower")[1]
+    assert "`RFFT`" in lacking and "`MatMul`" not in lacking
+    assert "| `ResourceScatterAdd` | `graph_passes/forward_variables.py` |" in lacking

@@ -1,5 +1,10 @@
-"""docs/ops.md, generated from the lowering registry: every op type we compile, with its dtypes and
-compile-time constant inputs, and the op types that are never compiled, with why.
+"""docs/ops.md, generated from the lowering registry: every op type we compile, with its dtypes,
+compile-time constant inputs and whether TF's XLA (tf2xla) compiles it for CPU; the op types that are
+never compiled, with why; and the op types tf2xla compiles for CPU that we do not.
+
+tf2xla's list is read from TensorFlow's kernel registry at run time: tf2xla registers a kernel on the
+``XLA_CPU_JIT`` device for every op it can lower, once XLA's CPU device exists (the first
+``jit_compile=True`` call creates it), and ``kernels.get_all_registered_kernels()`` lists them.
 
     python -m hlo.lowering.docs           # rewrite docs/ops.md
     python -m hlo.lowering.docs --check   # exit 1 if docs/ops.md is stale
@@ -60,6 +65,29 @@ def _const_inputs(op_type: str, rule: LoweringRule) -> str:
     return ", ".join(labels)
 
 
+XLA_DEVICE = "XLA_CPU_JIT"
+
+
+def tf2xla_cpu_ops() -> frozenset[str] | None:
+    """Op types tf2xla lowers for CPU (TF's ``XLA_CPU_JIT`` kernel registrations); None without TensorFlow.
+    Op types starting with ``_`` (XLA's internal ``_Arg``, ``_Retval``, ...) are left out."""
+    try:
+        import tensorflow as tf
+        from tensorflow.python.framework import kernels
+    except ImportError:
+        return None
+    tf.function(lambda x: x + 1, jit_compile=True)(tf.constant(1.0))  # creates XLA's CPU device and its kernels
+    return frozenset(k.op for k in kernels.get_all_registered_kernels().kernel
+                     if k.device_type == XLA_DEVICE and not k.op.startswith("_"))
+
+
+def graph_rewrites() -> dict[str, str]:
+    """Op types no rule lowers that a graph pass turns into ones that are (op type -> the pass's file)."""
+    from graph_passes.forward_variables import GATHERS, SCATTERS  # graph_passes imports hlo, not the reverse
+
+    return {op: "graph_passes/forward_variables.py" for op in sorted({*GATHERS, *SCATTERS})}
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -79,6 +107,7 @@ def _complex_section(rules: dict[str, LoweringRule]) -> list[str]:
 
 def render() -> str:
     rules = supported_ops()
+    xla = tf2xla_cpu_ops()
     lines = [
         "# Supported TensorFlow ops",
         "",
@@ -89,14 +118,18 @@ def render() -> str:
         "attributes in **checked on** (`any`: the rule declares no list and handles what it is given).",
         "**compile-time constant inputs**: inputs (by index, negative from the end, with their TF name) whose",
         "values must be computable while compiling, because they decide shapes or attributes in the HLO.",
+        "**tf2xla**: whether TF's own XLA bridge lowers the op type for CPU (it registers an `XLA_CPU_JIT` kernel",
+        "for it: TF's kernel registry read at run time, see `hlo/lowering/docs.py`); the op types it lowers",
+        "and we do not are listed [below](#tf2xla-cpu-ops-we-do-not-lower).",
         "",
-        "| op type | dtypes | checked on | compile-time constant inputs | family |",
-        "|---|---|---|---|---|",
+        "| op type | dtypes | checked on | compile-time constant inputs | family | tf2xla |",
+        "|---|---|---|---|---|---|",
     ]
     for op_type, rule in rules.items():
         attrs = ", ".join(f"`{a}`" for a in rule.type_attrs) if rule.dtypes is not None else ""
+        in_xla = "?" if xla is None else ("yes" if op_type in xla else "no")
         lines.append(f"| `{op_type}` | {_dtypes(rule)} | {attrs} | {_const_inputs(op_type, rule)} | "
-                     f"{_family(rule)} |")
+                     f"{_family(rule)} | {in_xla} |")
     lines += _complex_section(rules)
     lines += [
         "",
@@ -119,6 +152,30 @@ def render() -> str:
         "|---|---|",
     ]
     lines += [f"| `{op}` | {_cell(reason)} |" for op, reason in sorted(NEVER_COMPILED.items())]
+    lines += ["", "## tf2xla CPU ops we do not lower", ""]
+    if xla is None:
+        lines.append("TensorFlow was not importable when this file was generated, so tf2xla's list is unknown.")
+    else:
+        lacking = sorted(xla - set(rules))
+        rewrites = graph_rewrites()
+        by_design = [op for op in lacking if op in NEVER_COMPILED]
+        rewritten = [op for op in lacking if op in rewrites]
+        rest = [op for op in lacking if op not in NEVER_COMPILED and op not in rewrites]
+        lines += [
+            f"tf2xla lowers {len(xla)} op types for CPU; we lower {len(set(rules) & xla)} of them. Of the "
+            f"{len(lacking)} we do not, {len(by_design)} stay in TensorFlow by design (listed under *Never "
+            f"compiled*: variables, placeholders, side effects), {len(rewritten)} are rewritten into ops we lower "
+            "before clustering, and the other "
+            f"{len(rest)} have no lowering.",
+            "",
+            "Rewritten before clustering (the variable's value is read in TensorFlow, the dense update is "
+            "compiled and assigned back):",
+            "",
+            "| op type | rewritten by |",
+            "|---|---|",
+        ]
+        lines += [f"| `{op}` | `{rewrites[op]}` |" for op in rewritten]
+        lines += ["", "No lowering:", "", ", ".join(f"`{op}`" for op in rest)]
     return "\n".join(lines) + "\n"
 
 
