@@ -154,3 +154,38 @@ def test_rgb_hsv_round_trip(dtype) -> None:
     check_lowering(lambda a: tf.image.hsv_to_rgb(a), x, rtol=1e-6, atol=1e-6)
     with pytest.raises(LoweringError, match=r"RGBToHSV.*RGBToHSV does not support dtype (half|float16)"):
         lower_fn(lambda a: tf.raw_ops.RGBToHSV(images=a), np.zeros((2, 3), np.float16))
+
+
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
+def test_unsorted_segment_ops(op: str) -> None:
+    """Sums in index order like TF's loop; max/min/prod exact; empty segments get TF's identities."""
+    fn = getattr(tf.math, f"unsorted_segment_{op}")
+    data = RNG.normal(size=(6, 2, 3)).astype(np.float32)
+    ids = np.array([3, 0, 3, -1, 1, 3], np.int32)  # segment 2 and 4 empty, -1 dropped
+    check_lowering(lambda d, i: fn(d, i, 5), data, ids)
+    ids2 = np.array([[0, 2], [2, 2], [1, 0], [0, 0], [2, 1], [1, 1]], np.int64)
+    check_lowering(lambda d, i: fn(d, i, 4), data, ids2)
+    check_lowering(lambda d, i: fn(d, i, 3), RNG.integers(-9, 9, (6, 4)).astype(np.int32), ids % 3)
+
+    def gather_grad(p, i):
+        with tf.GradientTape() as tape:
+            tape.watch(p)
+            loss = tf.reduce_sum(tf.gather(p, i) ** 2)
+        return tf.convert_to_tensor(tape.gradient(loss, p))  # IndexedSlices made dense: UnsortedSegmentSum
+    check_lowering(gather_grad, data, np.array([1, 0, 1, 4], np.int32))
+
+
+@pytest.mark.parametrize("padding", ["VALID", "SAME"])
+@pytest.mark.parametrize("ksize,strides", [(2, 2), (3, 2), (2, 1)])
+def test_max_pool_3d_grad_gives_ties_the_gradient_as_tf(padding, ksize, strides) -> None:
+    x = RNG.normal(size=(2, 5, 4, 6, 3)).astype(np.float32)
+    x[0, :2, :2, :2, 0] = 1.5  # a window of ties: TF gives each the whole gradient
+    x[1, 1, 1, 1:3, 1] = x[1, 1, 1, 1, 1] + 5e-6  # within TF's 1e-5 tie distance
+
+    def grad(a):
+        with tf.GradientTape() as tape:
+            tape.watch(a)
+            y = tf.nn.max_pool3d(a, ksize, strides, padding)
+            loss = tf.reduce_sum(y * tf.reshape(tf.range(tf.size(y), dtype=tf.float32) / 10.0, tf.shape(y)))
+        return tape.gradient(loss, a)
+    check_lowering(grad, x, rtol=1e-5, atol=1e-5)

@@ -79,9 +79,10 @@ def normalize_axes(ctx: LoweringContext, axes: Sequence[int], rank: int, what: s
 
 def combiner(ctx: LoweringContext, kind: str, dtype: PrimitiveType) -> HloComputation:
     """Scatter combiners ``(old, new) -> result``: ``replace`` keeps the update; ``add`` adds (ORs for pred);
-    ``sub`` subtracts; ``max``/``min`` take the update only when it is strictly greater/less, so like TF a
+    ``sub`` subtracts; ``mul`` multiplies; ``max``/``min`` take the update only when it is strictly greater/less, so like TF a
     NaN update leaves the old value and a NaN old value stays."""
-    table = {"add": Opcode.OR if dtype == PrimitiveType.PRED else Opcode.ADD, "sub": Opcode.SUBTRACT}
+    table = {"add": Opcode.OR if dtype == PrimitiveType.PRED else Opcode.ADD, "sub": Opcode.SUBTRACT,
+             "mul": Opcode.MULTIPLY}
     if kind in table:
         return ctx.scalar_computation(table[kind], dtype)
 

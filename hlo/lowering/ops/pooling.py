@@ -116,7 +116,7 @@ def max_pool_v2(ctx: LoweringContext) -> Value:
 
 
 # Not MaxPool3DGrad: TF's CPU kernel gives the full gradient to every element within 1e-5 of its
-# window's max (ties all receive it), which a select-and-scatter does not express.
+# window's max (ties all receive it), which a select-and-scatter does not express (max_pool_3d_grad.py).
 @register_lowering("MaxPoolGrad", dtypes=_MAX_POOL_GRAD_TYPES)
 def max_pool_grad(ctx: LoweringContext) -> Value:
     x, _, grad = ctx.inputs
