@@ -189,3 +189,14 @@ def test_max_pool_3d_grad_gives_ties_the_gradient_as_tf(padding, ksize, strides)
             loss = tf.reduce_sum(y * tf.reshape(tf.range(tf.size(y), dtype=tf.float32) / 10.0, tf.shape(y)))
         return tape.gradient(loss, a)
     check_lowering(grad, x, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ndtri_and_f64_erfinv(dtype) -> None:
+    """TF's Eigen/Cephes formulas: float64 within 1e-12 relative, float32 within 2e-6 (the tails)."""
+    p = np.concatenate([RNG.uniform(0, 1, 40), [0.0, 1.0, 1e-20, 1e-300 if dtype == np.float64 else 1e-30,
+                                                 np.exp(-2.0), 1 - np.exp(-2.0), 0.5, 1 - 1e-9, -0.1, 1.5]])
+    tol = dict(rtol=1e-12, atol=1e-13) if dtype == np.float64 else dict(rtol=2e-6, atol=2e-6)
+    check_lowering(tf.math.ndtri, p.astype(dtype), **tol)
+    if dtype == np.float64:
+        check_lowering(tf.math.erfinv, (2 * p - 1).astype(dtype), **tol)

@@ -7,8 +7,8 @@
   below 1/2; NaN at the poles (zero and the negative integers).
 * ``Erfinv``: Giles' single-precision approximation ("Approximating the erfinv function"), a degree-8
   polynomial in ``w - 2.5`` or ``sqrt(w) - 3`` for ``w = -log1p(-x^2)`` below or above 5, times ``x``;
-  +-inf at +-1, NaN beyond. f32 only: for f64 XLA uses a longer expansion not done here, so f64
-  Erfinv stays in TensorFlow (which has no f16/bf16 kernels).
+  +-inf at +-1, NaN beyond. f64 is TF's own kernel's ``ndtri``-based formula (``ndtri.py``);
+  there are no f16/bf16 kernels in TF.
 * ``NextAfter(x, y)``: the float after ``x`` towards ``y`` by stepping its bit pattern (NaN if either
   is NaN, ``y`` if they are equal, the smallest subnormal with ``y``'s sign from zero).
 * ``ApproximateEqual(x, y)``: ``|x - y| < tolerance``.
@@ -113,7 +113,16 @@ def _erfinv(ctx: LoweringContext, x: Value) -> Value:
     return b.select(at_one, b.multiply(x, ctx.full(np.inf, x)), b.multiply(p, x))
 
 
-register_lowering("Erfinv", dtypes=frozenset({P.F32}))(_erfinv)  # TF: f32, f64 kernels only
+def _erfinv_rule(ctx: LoweringContext) -> Value:
+    """f32: Giles' approximation (XLA's); f64: TF's own kernel, ``ndtri`` based (ndtri.py)."""
+    from hlo.lowering.ops.ndtri import erfinv_f64
+
+    if ctx.dtype(ctx.inputs[0]) == P.F64:
+        return erfinv_f64(ctx, ctx.inputs[0])
+    return _erfinv(ctx)
+
+
+register_lowering("Erfinv", dtypes=frozenset({P.F32, P.F64}))(_erfinv_rule)  # TF: f32, f64 kernels only
 _TF_CPU = frozenset({P.F16, P.F32, P.F64})  # TF has no bf16 kernels for these
 register_lowering("Lgamma", dtypes=_TF_CPU)(_lgamma)
 register_lowering("Digamma", dtypes=_TF_CPU)(_digamma)
