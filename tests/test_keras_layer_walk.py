@@ -341,15 +341,13 @@ def test_layer_compiles_where_xla_does(name: str) -> None:
     assert not refused, f"{name}: XLA compiles it, we refuse " + "; ".join(sorted(set(refused.values()))[:5])
 
 
-# The layers run compiled against TF (one build for all): each op family issue 18 added, the random
-# layers (bit-exact random streams), normalizations and attention. All of CASES matched TF in one run
-# once (10 min on 2 cores: one C file for 110 models); the rest are covered by the model tests.
+# The layers run compiled against TF (one build for all, ~25 s of the test's time): one per op family
+# issue 18 added, a random layer (bit-exact random streams) and attention. All of CASES (without the
+# trainable scale) matched TF in one run once (10 min on 2 cores: one C file for 110 models).
 NUMERICS = (
-    "Embedding", "Embedding_mask_zero", "ReversibleEmbedding", "Conv1D_causal", "Conv2D_dilated_same",
-    "DepthwiseConv2D_dilated", "SeparableConv1D_dilated", "Conv2DTranspose", "UpSampling2D_bilinear", "Resizing",
-    "Resizing_nearest", "Discretization", "CategoryEncoding_multi_hot", "CategoryEncoding_count",
-    "MultiHeadAttention_causal", "GroupQueryAttention", "TimeDistributed", "STFTSpectrogram", "RandomHue",
-    "RandomSaturation", "Dropout", "GaussianNoise", "BatchNormalization", "GroupNormalization",
+    "Embedding", "Conv1D_causal", "DepthwiseConv2D_dilated", "UpSampling2D_bilinear", "Resizing_nearest",
+    "Discretization", "CategoryEncoding_count", "MultiHeadAttention_causal", "TimeDistributed", "RandomHue",
+    "AdaptiveMaxPooling3D", "AdaptiveAveragePooling2D", "Dropout",
 )
 
 
