@@ -10,7 +10,7 @@ other orders; random layers are bit-exact with TF's kernels, so they need no mor
 ``XLA_REFUSES``: layers XLA does not compile (checked: the test fails when XLA starts to); some of them
 we do compile (``Resizing_nearest``'s gradient), and they may be in the numerics run.
 ``XFAIL``: layers XLA compiles and we do not yet, strict, with the reason, so each flips to a failure
-the day the work it waits for lands. Layers left out of the walk: string and lookup-table
+the day the work it waits for lands (the recurrent layers did, with the TensorList lowering). Layers left out of the walk: string and lookup-table
 preprocessing (``StringLookup``, ``TextVectorization``, ``Hashing``, ``IntegerLookup``: tables and
 strings, which XLA refuses too), the framework wrappers (``TFSMLayer``, ``JaxLayer``, ``FlaxLayer``,
 ``TorchModuleWrapper``, ``Pipeline``), base classes and cells (``Layer``, ``Wrapper``, ``RNN`` and the
@@ -200,15 +200,8 @@ XLA_REFUSES: dict[str, str] = {
     "RandomElasticTransform": "a Range whose limit is not a compile-time constant",
 }
 
-_TENSOR_LIST = ("TensorList ops in the recurrent While (and VariableShape of the captured weights): "
-                "issue 18 item 1, another helper's work in hlo/lowering/ops/tensor_list.py")
 # Layers XLA compiles and we do not yet: strict xfails, each with what it waits for.
 XFAIL: dict[str, str] = {
-    "SimpleRNN": _TENSOR_LIST,
-    "LSTM": _TENSOR_LIST,
-    "GRU": _TENSOR_LIST,
-    "Bidirectional": _TENSOR_LIST,
-    "ConvLSTM1D": _TENSOR_LIST,
     "MelSpectrogram": "RFFT and complex Real/Imag: issue 18 item 2's complex/FFT work (another helper)",
     "SpectralNormalization": ("an If whose branches read and assign variables: resource inputs to control "
                               "flow stay in TensorFlow (graph_passes/mark.py rule 3)"),
@@ -342,12 +335,12 @@ def test_layer_compiles_where_xla_does(name: str) -> None:
 
 
 # The layers run compiled against TF (one build for all, ~25 s of the test's time): one per op family
-# issue 18 added, a random layer (bit-exact random streams) and attention. All of CASES (without the
+# issue 18 added, a random layer (bit-exact random streams), attention and a recurrent layer. All of CASES (without the
 # trainable scale) matched TF in one run once (10 min on 2 cores: one C file for 110 models).
 NUMERICS = (
     "Embedding", "Conv1D_causal", "DepthwiseConv2D_dilated", "UpSampling2D_bilinear", "Resizing_nearest",
     "Discretization", "CategoryEncoding_count", "MultiHeadAttention_causal", "TimeDistributed", "RandomHue",
-    "AdaptiveMaxPooling3D", "AdaptiveAveragePooling2D", "Dropout",
+    "AdaptiveMaxPooling3D", "AdaptiveAveragePooling2D", "Dropout", "LSTM",
 )
 
 
