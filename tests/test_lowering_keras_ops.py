@@ -200,3 +200,28 @@ def test_ndtri_and_f64_erfinv(dtype) -> None:
     check_lowering(tf.math.ndtri, p.astype(dtype), **tol)
     if dtype == np.float64:
         check_lowering(tf.math.erfinv, (2 * p - 1).astype(dtype), **tol)
+
+
+def test_roll_space_to_depth_and_back() -> None:
+    x = RNG.normal(size=(2, 4, 6, 3)).astype(np.float32)
+    check_lowering(lambda a: tf.roll(a, shift=[1, -2, 7], axis=[1, 2, 1]), x)
+    check_lowering(lambda a: tf.roll(a, shift=3, axis=-1), x.astype(np.int32))
+    check_lowering(lambda a: tf.nn.space_to_depth(a, 2), x)
+    y = RNG.normal(size=(2, 3, 2, 8)).astype(np.float32)
+    check_lowering(lambda a: tf.nn.depth_to_space(a, 2), y)
+    with pytest.raises(LoweringError, match=r"SpaceToDepth.*data_format NCHW is not supported"):
+        lower_fn(lambda a: tf.raw_ops.SpaceToDepth(input=a, block_size=2, data_format="NCHW"), np.zeros((1, 3, 4, 6), np.float32))
+
+
+@pytest.mark.parametrize("mode", ["REFLECT", "SYMMETRIC"])
+def test_mirror_pad_gradient(mode: str) -> None:
+    x = RNG.normal(size=(2, 5, 4)).astype(np.float32)
+    pads = [[0, 1], [2, 3], [1, 0]] if mode == "REFLECT" else [[1, 2], [4, 5], [0, 3]]
+
+    def grad(a):
+        with tf.GradientTape() as tape:
+            tape.watch(a)
+            y = tf.pad(a, pads, mode=mode)
+            loss = tf.reduce_sum(y * tf.reshape(tf.range(tf.size(y), dtype=tf.float32), tf.shape(y)))
+        return tape.gradient(loss, a)
+    check_lowering(grad, x)
