@@ -225,3 +225,15 @@ def test_mirror_pad_gradient(mode: str) -> None:
             loss = tf.reduce_sum(y * tf.reshape(tf.range(tf.size(y), dtype=tf.float32), tf.shape(y)))
         return tape.gradient(loss, a)
     check_lowering(grad, x)
+
+
+def test_in_top_k_bit_exact() -> None:
+    p = RNG.normal(size=(6, 5)).astype(np.float32)
+    p[1, 3] = p[1, 0]  # a tie with the target counts for it
+    p[2, 4] = np.nan  # a NaN anywhere in the row: false
+    p[3, 1] = np.inf  # the target's prediction is inf: false
+    targets = np.array([0, 0, 1, 1, 4, 2], np.int32)
+    for k in (1, 2, 5):
+        check_lowering(lambda a, t: tf.math.in_top_k(t, a, k), p, targets)
+    check_lowering(lambda a, t, k: tf.raw_ops.InTopKV2(predictions=a, targets=t, k=k), p, targets.astype(np.int64),
+                   np.int64(3))
