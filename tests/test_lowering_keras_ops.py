@@ -237,3 +237,16 @@ def test_in_top_k_bit_exact() -> None:
         check_lowering(lambda a, t: tf.math.in_top_k(t, a, k), p, targets)
     check_lowering(lambda a, t, k: tf.raw_ops.InTopKV2(predictions=a, targets=t, k=k), p, targets.astype(np.int64),
                    np.int64(3))
+
+
+@pytest.mark.parametrize("k", [0, 1, -2, 3])
+def test_matrix_diagonals_exact(k: int) -> None:
+    x = RNG.normal(size=(2, 4, 5)).astype(np.float32)
+    check_lowering(lambda a: tf.linalg.diag_part(a, k=k, padding_value=7.0), x)
+    d = tf.linalg.diag_part(x, k=k).numpy()
+    check_lowering(lambda a: tf.linalg.diag(a, k=k, padding_value=-1.0), d)
+    check_lowering(lambda a: tf.linalg.diag(a, k=k, num_rows=4, num_cols=5), d)
+    check_lowering(lambda a: tf.raw_ops.MatrixDiagPart(input=a), x.astype(np.int32))
+    check_lowering(lambda a: tf.raw_ops.MatrixDiag(diagonal=a), d.astype(np.int64))
+    with pytest.raises(LoweringError, match=r"MatrixDiagPartV3.*only a single diagonal is supported"):
+        lower_fn(lambda a: tf.linalg.diag_part(a, k=(0, 1)), x)
