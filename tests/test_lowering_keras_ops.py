@@ -250,3 +250,15 @@ def test_matrix_diagonals_exact(k: int) -> None:
     check_lowering(lambda a: tf.raw_ops.MatrixDiag(diagonal=a), d.astype(np.int64))
     with pytest.raises(LoweringError, match=r"MatrixDiagPartV3.*only a single diagonal is supported"):
         lower_fn(lambda a: tf.linalg.diag_part(a, k=(0, 1)), x)
+
+
+def test_searchsorted_linspace_cross() -> None:
+    s = np.sort(RNG.integers(-5, 5, (3, 7)), axis=1).astype(np.float32)
+    v = RNG.integers(-6, 6, (3, 4)).astype(np.float32)
+    for side in ("left", "right"):
+        check_lowering(lambda a, b: tf.searchsorted(a, b, side=side), s, v)
+        check_lowering(lambda a, b: tf.searchsorted(a, b, side=side, out_type=tf.int64), s.astype(np.int32),
+                       v.astype(np.int32))
+    check_lowering(lambda: (tf.linspace(-1.5, 2.0, 7), tf.linspace(tf.constant(0.0, tf.float64), 1.0, 1)))
+    a, b = RNG.normal(size=(2, 4, 3)).astype(np.float32), RNG.normal(size=(2, 4, 3)).astype(np.float32)
+    check_lowering(tf.linalg.cross, a, b)
