@@ -339,8 +339,8 @@ def test_layer_compiles_where_xla_does(name: str) -> None:
 
 # The layers run compiled against TF (one build for all, ~25 s of the test's time): one per op family
 # issue 18 added, a random layer (bit-exact random streams) and attention (the recurrent layers have
-# their own numerics tests). All of CASES (without the
-# trainable scale) matched TF in one run once (10 min on 2 cores: one C file for 110 models).
+# their own numerics tests). All of CASES (without the trainable scale) matched TF in one run once
+# (10 min on 2 cores: one C file for 110 models).
 NUMERICS = (
     "Embedding", "Conv1D_causal", "DepthwiseConv2D_dilated", "UpSampling2D_bilinear", "Resizing_nearest",
     "Discretization", "CategoryEncoding_count", "MultiHeadAttention_causal", "TimeDistributed", "RandomHue",
