@@ -10,7 +10,8 @@ other orders; random layers are bit-exact with TF's kernels, so they need no mor
 ``XLA_REFUSES``: layers XLA does not compile (checked: the test fails when XLA starts to); some of them
 we do compile (``Resizing_nearest``'s gradient), and they may be in the numerics run.
 ``XFAIL``: layers XLA compiles and we do not yet, strict, with the reason, so each flips to a failure
-the day the work it waits for lands (the recurrent layers did, with the TensorList lowering). Layers left out of the walk: string and lookup-table
+the day the work it waits for lands (the recurrent layers and MelSpectrogram did, with the TensorList
+and FFT lowerings). Layers left out of the walk: string and lookup-table
 preprocessing (``StringLookup``, ``TextVectorization``, ``Hashing``, ``IntegerLookup``: tables and
 strings, which XLA refuses too), the framework wrappers (``TFSMLayer``, ``JaxLayer``, ``FlaxLayer``,
 ``TorchModuleWrapper``, ``Pipeline``), base classes and cells (``Layer``, ``Wrapper``, ``RNN`` and the
@@ -205,7 +206,6 @@ XLA_REFUSES: dict[str, str] = {
 
 # Layers XLA compiles and we do not yet: strict xfails, each with what it waits for.
 XFAIL: dict[str, str] = {
-    "MelSpectrogram": "RFFT and complex Real/Imag: issue 18 item 2's complex/FFT work (another helper)",
     "SpectralNormalization": ("an If whose branches read and assign variables: resource inputs to control "
                               "flow stay in TensorFlow (graph_passes/mark.py rule 3)"),
     "RandomCrop": ("a StridedSlice at a random offset: its begin is a run-time value, so TF's shape inference "

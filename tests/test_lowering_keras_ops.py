@@ -262,3 +262,10 @@ def test_searchsorted_linspace_cross() -> None:
     check_lowering(lambda: (tf.linspace(-1.5, 2.0, 7), tf.linspace(tf.constant(0.0, tf.float64), 1.0, 1)))
     a, b = RNG.normal(size=(2, 4, 3)).astype(np.float32), RNG.normal(size=(2, 4, 3)).astype(np.float32)
     check_lowering(tf.linalg.cross, a, b)
+
+
+def test_add_n_of_complex_gradients() -> None:
+    """AddN sums complex64 gradients (Keras MelSpectrogram's backward pass through its RFFT)."""
+    a = (RNG.normal(size=(3, 4)) + 1j * RNG.normal(size=(3, 4))).astype(np.complex64)
+    b = (RNG.normal(size=(3, 4)) + 1j * RNG.normal(size=(3, 4))).astype(np.complex64)
+    check_lowering(lambda x, y: tf.math.add_n([x, y, x]), a, b)

@@ -17,11 +17,11 @@ from hlo.lowering.context import LoweringContext
 from hlo.lowering.lists import ListValue, add_lists
 from hlo.lowering.ops._elementwise_util import std_max, std_min
 from hlo.lowering.registry import register_lowering
-from hlo.lowering.tf_types import ALL, FLOATS, NUMERIC, SIGNED_INTS
+from hlo.lowering.tf_types import ALL, COMPLEX, FLOATS, NUMERIC, SIGNED_INTS
 from hlo.opcodes import Opcode
 
 
-@register_lowering("AddN", dtypes=NUMERIC, lists=True)
+@register_lowering("AddN", dtypes=NUMERIC | COMPLEX, lists=True)
 def add_n(ctx: LoweringContext) -> Value | ListValue:
     if any(isinstance(x, ListValue) for x in ctx.inputs):  # gradients summed over TensorLists
         return add_lists(ctx, ctx.inputs)
