@@ -24,7 +24,7 @@ from typing import Callable, Union
 
 from backends.codegen import values as V
 from backends.codegen.buffer import IndentedBuffer, c_comment
-from backends.codegen.buffer_assignment import can_write_in_place
+from backends.codegen.buffer_assignment import can_write_in_place, in_place_update, loop_state_aliases
 from backends.codegen.computation import ComputationEmitterBase
 from backends.codegen.elemental import ElementalEmitter, SplitReduction
 from backends.codegen.errors import CodegenUnsupported
@@ -35,6 +35,7 @@ from backends.codegen.serial import SERIAL
 from backends.codegen.values import Buf
 from backends.cpu.column_reduce import column_reduce
 from backends.cpu.dialect import C
+from backends.cpu.dynamic_update import emit_in_place_update
 from backends.cpu.index_check import emit_index_checks, emit_scatter_check
 from backends.cpu.row_program import emit_row_group, row_groups
 from backends.cpu.parallel import Outliner, emit_nest, emit_split_reduction, inner_work, parallel_loops
@@ -118,6 +119,8 @@ class ComputationEmitter(ComputationEmitterBase):
                         and can_write_in_place(self.gen.module, self.comp, inst, op)):
                     offset = self.arena.share(inst.name, op, self.step)
                     self._owned[inst.name] = [inst.name]
+                    if in_place_update(self.gen.module, inst) is not None:  # the operand's pointer itself
+                        return V.view(self.values[op], inst.shape)
                     return self.declare(inst.shape, f"scratch + {offset}")
         before = set(self.arena.live)
         value = self.alloc_value(inst.shape, inst.name)
@@ -140,6 +143,12 @@ class ComputationEmitter(ComputationEmitterBase):
     def emit_copy(self, dst: Buf, src: Buf) -> None:
         if dst.ptr != src.ptr and dst.shape.num_elements:
             self.buf.line(f"memcpy({dst.ptr}, {src.ptr}, {dst.shape.byte_size});")
+
+    def emit_copy_unless_same(self, dst: Buf, src: Buf) -> None:
+        """A copy skipped at run time when ``dst`` is ``src`` (buffers that may be one: a while's state)."""
+        if dst.ptr != src.ptr and dst.shape.num_elements:
+            self.buf.line(f"if ((const void*){dst.ptr} != (const void*){src.ptr}) "
+                          f"memcpy({dst.ptr}, {src.ptr}, {dst.shape.byte_size});")
 
     def emit_scatter_check(self, inst: HloInstruction, operand: Shape, indices: Shape, updates: Shape,
                            read: Callable) -> None:
@@ -184,12 +193,17 @@ class ComputationEmitter(ComputationEmitterBase):
                 self.emit_row_group(group)
                 for s in range(group_start, step + 1):
                     self.release_dead(s)
-        # Results not written in place are copied.
+        # Results not written in place are copied (a while body's aliased state only if its caller
+        # passed a result buffer of its own: ``loop_state_aliases``).
         final = self.values.get(root.name)
         if final is None:
             final = self.gen.constant_value(root)
-        for src, dst in zip(leaves(final), leaves(result)):
-            self.emit_copy(dst, src)
+        aliased = self.gen.loop_aliases(comp.name)
+        for k, (src, dst) in enumerate(zip(leaves(final), leaves(result))):
+            if k in aliased:
+                self.emit_copy_unless_same(dst, src)
+            else:
+                self.emit_copy(dst, src)
 
     def _escapes(self, inst: HloInstruction, group: list[HloInstruction]) -> bool:
         """Whether a row program member is used outside its group (so it needs a buffer)."""
@@ -272,6 +286,8 @@ class ComputationEmitter(ComputationEmitterBase):
         readers = [self.reader(o) for o in inst.operands]
         checked = emit_index_checks(buf, self.names, self.gen.module, self.comp, inst, readers)
         if 0 in dims:
+            return
+        if len(outs) == 1 and emit_in_place_update(self, inst, outs[0], readers, checked):
             return
         if inst.opcode is Opcode.FUSION:
             fused = self.gen.module.computation(inst.attr("calls").name)
