@@ -219,3 +219,22 @@ def test_loop_state_passed_to_two_results_is_not_aliased() -> None:
     assert loop_state_aliases(m, m.computation("body")) == {1}  # %w appears twice in the root
     rng = np.random.default_rng(6)
     _run(text, [rng.standard_normal(s).astype(np.float32) for s in ((12, 5), (5,), (5,))])
+
+
+def test_dying_initial_value_becomes_the_loop_state() -> None:
+    # The while's initial list is a temporary that dies at the loop: the state takes its buffer, no copy.
+    text = LOOP.replace("  %zero = s32[] constant(0)\n",
+                        "  %zero = s32[] constant(0)\n  %acc0 = f32[12,5]{1,0} negate(%acc)\n") \
+        .replace("tuple(%zero, %acc, %w, %h)", "tuple(%zero, %acc0, %w, %h)")
+    rng = np.random.default_rng(7)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((12, 5), (5,), (5,))]
+    m, _ = _run(text, args)
+    g = generate(m)
+    assert _in_place(g.buffer_assignment, "loop#1", "acc0"), g.buffer_assignment
+    start = g.source.index("/* %loop =")
+    assert ", 240);" not in g.source[start:g.source.index("for (;;)", start)]  # the list is not copied in
+    # Read again after the loop, the initial value keeps its own buffer and the loop copies it.
+    later = text.replace("ROOT %t = (f32[12,5]{1,0}, f32[5]{0}) tuple(%res, %last)",
+                         "%sum = f32[12,5]{1,0} add(%res, %acc0)\n  ROOT %t = (f32[12,5]{1,0}, f32[5]{0}) tuple(%sum, %last)")
+    m, _ = _run(later, args)
+    assert not _in_place(generate(m).buffer_assignment, "loop#1", "acc0")

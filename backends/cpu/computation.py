@@ -64,6 +64,7 @@ class ComputationEmitter(ComputationEmitterBase):
         self.decls = IndentedBuffer()  # buffer pointers, hoisted to the top of the function
         self.pointers: dict[str, str] = {}  # buffer pointer -> its declaration (the shards repeat theirs)
         self.outliner = Outliner(fname, self.pointers)
+        self._labels: dict[str, str] = {}  # buffer pointer -> its arena label (buffers in the arena)
 
     @property
     def scratch_bytes(self) -> int:
@@ -97,7 +98,9 @@ class ComputationEmitter(ComputationEmitterBase):
         offset = self.arena.allocate(label, shape.byte_size, self.step)
         if temp:
             self._temps.append(label)
-        return self.declare(shape, f"scratch + {offset}")
+        buf = self.declare(shape, f"scratch + {offset}")
+        self._labels[buf.ptr] = label
+        return buf
 
     def alloc_value(self, shape: ShapeLike, label: str) -> Value:
         if isinstance(shape, Shape) and shape.dtype is PrimitiveType.TOKEN:
@@ -113,6 +116,10 @@ class ComputationEmitter(ComputationEmitterBase):
 
     def _target(self, inst: HloInstruction) -> Value:
         """The buffers of ``inst``'s result: in place of a dying operand where legal, else fresh."""
+        if inst.opcode is Opcode.WHILE:
+            state = self._while_state(inst)
+            if state is not None:
+                return state
         if isinstance(inst.shape, Shape) and inst.shape.dtype.is_array_type:
             for op in inst.operands:
                 if (op in self.arena.live and self.last_use.get(op) == self.step
@@ -120,12 +127,43 @@ class ComputationEmitter(ComputationEmitterBase):
                     offset = self.arena.share(inst.name, op, self.step)
                     self._owned[inst.name] = [inst.name]
                     if in_place_update(self.gen.module, inst) is not None:  # the operand's pointer itself
-                        return V.view(self.values[op], inst.shape)
-                    return self.declare(inst.shape, f"scratch + {offset}")
+                        buf = V.view(self.values[op], inst.shape)
+                    else:
+                        buf = self.declare(inst.shape, f"scratch + {offset}")
+                    self._labels[buf.ptr] = inst.name
+                    return buf
         before = set(self.arena.live)
         value = self.alloc_value(inst.shape, inst.name)
         self._owned[inst.name] = [k for k in self.arena.live if k not in before]
         return value
+
+    def _while_state(self, inst: HloInstruction) -> Value | None:
+        """A while's state (a flat tuple of arrays): each element whose initial value is a buffer dying at
+        the while (held once in the initial tuple) is that buffer, so it is not copied; None (fresh buffers
+        for all, the default) when there is none."""
+        shape, init = inst.shape, self.value(inst.operands[0])
+        if not isinstance(shape, TupleShape) or not isinstance(init, tuple) or len(init) != len(shape.elements):
+            return None
+        dying = {label for owner in self._dying.get(self.step, ()) for label in self._owned.get(owner, ())}
+        ptrs = [b.ptr if isinstance(b, Buf) else None for b in init]
+        take = [isinstance(b, Buf) and b.shape == s and ptrs.count(b.ptr) == 1 and self._labels.get(b.ptr) in dying
+                and self._labels[b.ptr] in self.arena.live for b, s in zip(init, shape.elements)]
+        if not any(take):
+            return None
+        value, owned = [], []
+        for k, (b, s, mine) in enumerate(zip(init, shape.elements, take)):
+            label = f"{inst.name}#{k}"
+            if mine:
+                self.arena.share(label, self._labels[b.ptr], self.step)
+                self._labels[b.ptr] = label
+                value.append(b)
+                owned.append(label)
+            else:
+                before = set(self.arena.live)
+                value.append(self.alloc_value(s, label))
+                owned += [name for name in self.arena.live if name not in before]
+        self._owned[inst.name] = owned
+        return tuple(value)
 
     def reader(self, name: str) -> Callable:
         """A function from an index to the element of instruction ``name`` (arrays and tuples of arrays)."""
