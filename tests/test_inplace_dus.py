@@ -238,3 +238,31 @@ def test_dying_initial_value_becomes_the_loop_state() -> None:
                          "%sum = f32[12,5]{1,0} add(%res, %acc0)\n  ROOT %t = (f32[12,5]{1,0}, f32[5]{0}) tuple(%sum, %last)")
     m, _ = _run(later, args)
     assert not _in_place(generate(m).buffer_assignment, "loop#1", "acc0")
+
+
+def test_second_loop_takes_the_first_loops_dead_elements_only() -> None:
+    # loop2 starts from loop1's list (dead after) and its h (read again at the end): it takes the list's
+    # buffer and copies h.
+    entry = """ENTRY %main (acc: f32[12,5], w: f32[5], h: f32[5]) -> (f32[12,5], f32[5]) {
+  %acc = f32[12,5]{1,0} parameter(0)
+  %w = f32[5]{0} parameter(1)
+  %h = f32[5]{0} parameter(2)
+  %zero = s32[] constant(0)
+  %init = (s32[], f32[12,5]{1,0}, f32[5]{0}, f32[5]{0}) tuple(%zero, %acc, %w, %h)
+  %loop1 = (s32[], f32[12,5]{1,0}, f32[5]{0}, f32[5]{0}) while(%init), condition=%cond, body=%body
+  %l1 = f32[12,5]{1,0} get-tuple-element(%loop1), index=1
+  %h1 = f32[5]{0} get-tuple-element(%loop1), index=3
+  %init2 = (s32[], f32[12,5]{1,0}, f32[5]{0}, f32[5]{0}) tuple(%zero, %l1, %w, %h1)
+  %loop2 = (s32[], f32[12,5]{1,0}, f32[5]{0}, f32[5]{0}) while(%init2), condition=%cond, body=%body
+  %res = f32[12,5]{1,0} get-tuple-element(%loop2), index=1
+  %h2 = f32[5]{0} get-tuple-element(%loop2), index=3
+  %sum = f32[5]{0} add(%h2, %h1)
+  ROOT %t = (f32[12,5]{1,0}, f32[5]{0}) tuple(%res, %sum)
+}
+"""
+    text = LOOP[:LOOP.index("ENTRY")] + entry
+    rng = np.random.default_rng(8)
+    m, _ = _run(text, [rng.standard_normal(s).astype(np.float32) for s in ((12, 5), (5,), (5,))])
+    report = generate(m).buffer_assignment
+    assert _in_place(report, "loop2#1", "loop1#1"), report
+    assert not _in_place(report, "loop2#3", "loop1#3"), report

@@ -149,6 +149,47 @@ def last_uses(comp: HloComputation) -> dict[str, int]:
     return last
 
 
+def element_last_uses(comp: HloComputation) -> dict[tuple[str, int], int]:
+    """(owner, k) -> schedule index of the last instruction reading element ``k`` of the tuple-shaped
+    buffer owner ``owner`` (through get-tuple-element, tuples and views; a reader of the whole tuple
+    reads every element), for owners whose elements are arrays: ``last_uses`` per element, so one
+    element may die while another is still read."""
+    index = {inst.name: i for i, inst in enumerate(comp.instructions)}
+    parts: dict[str, set[tuple[str, int | None]]] = {}  # value -> (owner, element or None: all)
+    for inst in comp.instructions:
+        op = inst.opcode
+        if op is Opcode.GET_TUPLE_ELEMENT:
+            src, k = comp[inst.operands[0]], inst.attr("index")
+            if src.opcode is Opcode.TUPLE:
+                parts[inst.name] = parts[src.operands[k]]
+            else:
+                parts[inst.name] = {(o, k) if e is None and o == src.name else (o, e) for o, e in parts[src.name]}
+        elif op is Opcode.TUPLE or is_view(comp, inst):
+            parts[inst.name] = set().union(*(parts[o] for o in inst.operands)) if inst.operands else set()
+        else:
+            parts[inst.name] = {(inst.name, None)}
+    last: dict[tuple[str, int], int] = {}
+    whole: dict[str, int] = {}
+
+    def read(name: str, step: int) -> None:
+        for owner, k in parts.get(name, ()):
+            if k is None:
+                whole[owner] = max(whole.get(owner, -1), step)
+            else:
+                last[(owner, k)] = max(last.get((owner, k), -1), step)
+
+    for inst in comp.instructions:
+        for o in inst.operands:
+            read(o, index[inst.name])
+    read(comp.root_name, len(comp.instructions))
+    out: dict[tuple[str, int], int] = {}
+    for inst in comp.instructions:
+        if isinstance(inst.shape, TupleShape):
+            for k in range(len(inst.shape.elements)):
+                out[(inst.name, k)] = max(whole.get(inst.name, -1), last.get((inst.name, k), -1))
+    return out
+
+
 def can_write_in_place(module: HloModule, comp: HloComputation, inst: HloInstruction, operand: str) -> bool:
     """Whether ``inst`` reads ``operand`` only at the index it writes (so it may overwrite it)."""
     out, src = inst.shape, comp[operand].shape

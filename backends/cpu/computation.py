@@ -24,7 +24,7 @@ from typing import Callable, Union
 
 from backends.codegen import values as V
 from backends.codegen.buffer import IndentedBuffer, c_comment
-from backends.codegen.buffer_assignment import can_write_in_place, in_place_update, loop_state_aliases
+from backends.codegen.buffer_assignment import can_write_in_place, element_last_uses, in_place_update
 from backends.codegen.computation import ComputationEmitterBase
 from backends.codegen.elemental import ElementalEmitter, SplitReduction
 from backends.codegen.errors import CodegenUnsupported
@@ -65,6 +65,7 @@ class ComputationEmitter(ComputationEmitterBase):
         self.pointers: dict[str, str] = {}  # buffer pointer -> its declaration (the shards repeat theirs)
         self.outliner = Outliner(fname, self.pointers)
         self._labels: dict[str, str] = {}  # buffer pointer -> its arena label (buffers in the arena)
+        self._element_last: dict[tuple[str, int], int] | None = None
 
     @property
     def scratch_bytes(self) -> int:
@@ -144,7 +145,7 @@ class ComputationEmitter(ComputationEmitterBase):
         shape, init = inst.shape, self.value(inst.operands[0])
         if not isinstance(shape, TupleShape) or not isinstance(init, tuple) or len(init) != len(shape.elements):
             return None
-        dying = {label for owner in self._dying.get(self.step, ()) for label in self._owned.get(owner, ())}
+        dying = self._dying_labels()
         ptrs = [b.ptr if isinstance(b, Buf) else None for b in init]
         take = [isinstance(b, Buf) and b.shape == s and ptrs.count(b.ptr) == 1 and self._labels.get(b.ptr) in dying
                 and self._labels[b.ptr] in self.arena.live for b, s in zip(init, shape.elements)]
@@ -164,6 +165,20 @@ class ComputationEmitter(ComputationEmitterBase):
                 owned += [name for name in self.arena.live if name not in before]
         self._owned[inst.name] = owned
         return tuple(value)
+
+    def _dying_labels(self) -> set[str]:
+        """The arena labels of buffers no instruction after the current one reads: those of values
+        dying here, and the elements of tuple values whose own last reader this is
+        (``element_last_uses``)."""
+        if self._element_last is None:
+            self._element_last = element_last_uses(self.comp)
+        dying = {label for owner in self._dying.get(self.step, ()) for label in self._owned.get(owner, ())}
+        for owner, labels in self._owned.items():
+            shape = self.comp[owner].shape
+            if isinstance(shape, TupleShape) and len(labels) == len(shape.elements):
+                dying.update(label for k, label in enumerate(labels)
+                             if self._element_last.get((owner, k)) == self.step)
+        return dying
 
     def reader(self, name: str) -> Callable:
         """A function from an index to the element of instruction ``name`` (arrays and tuples of arrays)."""
