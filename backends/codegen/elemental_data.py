@@ -180,6 +180,17 @@ def _dynamic_update_slice(em: ElementalEmitter, inst: HloInstruction, idx: Index
     return value
 
 
+def update_starts(em: ElementalEmitter, inst: HloInstruction) -> list[str]:
+    """A dynamic-update-slice's start indices, clamped as XLA clamps them (the update lies inside)."""
+    return _clamped_starts(em, inst, 2, em.operand_shape(inst, 1).dims, array_shape(inst).dims)
+
+
+def update_element(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> tuple[tuple[str, ...], Value]:
+    """A dynamic-update-slice written in place (its result buffer already holds its operand): where
+    update element ``idx`` goes in the result and its value."""
+    return tuple(f"({s} + {i})" for s, i in zip(update_starts(em, inst), idx)), em.operand(inst, 1, idx)
+
+
 @elemental(Opcode.TUPLE)
 def _tuple(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
     return tuple(em.emit(o, idx) for o in inst.operands)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from backends.codegen.abi import RUN_PARAMS, emit_exports, emit_run_checks, signature as abi_signature
 from backends.codegen.buffer import IndentedBuffer
+from backends.codegen.buffer_assignment import loop_state_aliases
 from backends.codegen.errors import CodegenUnsupported
 from backends.codegen.layout import linear_index
 from backends.codegen.names import Names
@@ -21,6 +22,7 @@ from backends.cpu.computation import Buf, ComputationEmitter, check_array
 from backends.cpu.dialect import C
 from backends.cpu.prelude import PRELUDE
 from hlo.ir import HloInstruction, HloModule
+from hlo.opcodes import Opcode
 
 
 @dataclass
@@ -62,6 +64,7 @@ class ModuleCodegen:
         self.include_dirs: list[str] = []
         self.library_dirs: list[str] = []
         self.order: list[str] = []  # function emission order (callees first)
+        self._loop_aliases: dict[str, frozenset[int]] = {}
 
     # --- constants --------------------------------------------------------------------
     def constant_ref(self, inst: HloInstruction) -> str:
@@ -86,6 +89,16 @@ class ModuleCodegen:
         if shape.num_elements == 1 and inst.literal is not None and not inst.literal.is_elided:
             return C.literal(inst.literal.to_numpy().reshape(-1)[0], shape.dtype)
         return C.load(shape.dtype, f"{self.constant_ref(inst)}[{linear_index(shape, idx)}]")
+
+    def loop_aliases(self, comp_name: str) -> frozenset[int]:
+        """The state elements a while body may update in its parameter's buffers (empty for a computation
+        no while runs as its body): ``buffer_assignment.loop_state_aliases``, decided once per body."""
+        if comp_name not in self._loop_aliases:
+            bodies = {i.attr("body").name for c in self.module.computations for i in c.instructions
+                      if i.opcode is Opcode.WHILE}
+            for name in bodies:
+                self._loop_aliases[name] = loop_state_aliases(self.module, self.module.computation(name))
+        return self._loop_aliases.get(comp_name, frozenset())
 
     # --- functions -------------------------------------------------------------------
     def function_for(self, comp_name: str) -> str:

@@ -24,7 +24,7 @@ from typing import Callable, Union
 
 from backends.codegen import values as V
 from backends.codegen.buffer import IndentedBuffer, c_comment
-from backends.codegen.buffer_assignment import can_write_in_place
+from backends.codegen.buffer_assignment import can_write_in_place, element_last_uses, in_place_update
 from backends.codegen.computation import ComputationEmitterBase
 from backends.codegen.elemental import ElementalEmitter, SplitReduction
 from backends.codegen.errors import CodegenUnsupported
@@ -35,6 +35,7 @@ from backends.codegen.serial import SERIAL
 from backends.codegen.values import Buf
 from backends.cpu.column_reduce import column_reduce
 from backends.cpu.dialect import C
+from backends.cpu.dynamic_update import emit_in_place_update
 from backends.cpu.index_check import emit_index_checks, emit_scatter_check
 from backends.cpu.row_program import emit_row_group, row_groups
 from backends.cpu.parallel import Outliner, emit_nest, emit_split_reduction, inner_work, parallel_loops
@@ -63,6 +64,8 @@ class ComputationEmitter(ComputationEmitterBase):
         self.decls = IndentedBuffer()  # buffer pointers, hoisted to the top of the function
         self.pointers: dict[str, str] = {}  # buffer pointer -> its declaration (the shards repeat theirs)
         self.outliner = Outliner(fname, self.pointers)
+        self._labels: dict[str, str] = {}  # buffer pointer -> its arena label (buffers in the arena)
+        self._element_last: dict[tuple[str, int], int] | None = None
 
     @property
     def scratch_bytes(self) -> int:
@@ -96,7 +99,9 @@ class ComputationEmitter(ComputationEmitterBase):
         offset = self.arena.allocate(label, shape.byte_size, self.step)
         if temp:
             self._temps.append(label)
-        return self.declare(shape, f"scratch + {offset}")
+        buf = self.declare(shape, f"scratch + {offset}")
+        self._labels[buf.ptr] = label
+        return buf
 
     def alloc_value(self, shape: ShapeLike, label: str) -> Value:
         if isinstance(shape, Shape) and shape.dtype is PrimitiveType.TOKEN:
@@ -112,17 +117,68 @@ class ComputationEmitter(ComputationEmitterBase):
 
     def _target(self, inst: HloInstruction) -> Value:
         """The buffers of ``inst``'s result: in place of a dying operand where legal, else fresh."""
+        if inst.opcode is Opcode.WHILE:
+            state = self._while_state(inst)
+            if state is not None:
+                return state
         if isinstance(inst.shape, Shape) and inst.shape.dtype.is_array_type:
             for op in inst.operands:
                 if (op in self.arena.live and self.last_use.get(op) == self.step
                         and can_write_in_place(self.gen.module, self.comp, inst, op)):
                     offset = self.arena.share(inst.name, op, self.step)
                     self._owned[inst.name] = [inst.name]
-                    return self.declare(inst.shape, f"scratch + {offset}")
+                    if in_place_update(self.gen.module, inst) is not None:  # the operand's pointer itself
+                        buf = V.view(self.values[op], inst.shape)
+                    else:
+                        buf = self.declare(inst.shape, f"scratch + {offset}")
+                    self._labels[buf.ptr] = inst.name
+                    return buf
         before = set(self.arena.live)
         value = self.alloc_value(inst.shape, inst.name)
         self._owned[inst.name] = [k for k in self.arena.live if k not in before]
         return value
+
+    def _while_state(self, inst: HloInstruction) -> Value | None:
+        """A while's state (a flat tuple of arrays): each element whose initial value is a buffer dying at
+        the while (held once in the initial tuple) is that buffer, so it is not copied; None (fresh buffers
+        for all, the default) when there is none."""
+        shape, init = inst.shape, self.value(inst.operands[0])
+        if not isinstance(shape, TupleShape) or not isinstance(init, tuple) or len(init) != len(shape.elements):
+            return None
+        dying = self._dying_labels()
+        ptrs = [b.ptr if isinstance(b, Buf) else None for b in init]
+        take = [isinstance(b, Buf) and b.shape == s and ptrs.count(b.ptr) == 1 and self._labels.get(b.ptr) in dying
+                and self._labels[b.ptr] in self.arena.live for b, s in zip(init, shape.elements)]
+        if not any(take):
+            return None
+        value, owned = [], []
+        for k, (b, s, mine) in enumerate(zip(init, shape.elements, take)):
+            label = f"{inst.name}#{k}"
+            if mine:
+                self.arena.share(label, self._labels[b.ptr], self.step)
+                self._labels[b.ptr] = label
+                value.append(b)
+                owned.append(label)
+            else:
+                before = set(self.arena.live)
+                value.append(self.alloc_value(s, label))
+                owned += [name for name in self.arena.live if name not in before]
+        self._owned[inst.name] = owned
+        return tuple(value)
+
+    def _dying_labels(self) -> set[str]:
+        """The arena labels of buffers no instruction after the current one reads: those of values
+        dying here, and the elements of tuple values whose own last reader this is
+        (``element_last_uses``)."""
+        if self._element_last is None:
+            self._element_last = element_last_uses(self.comp)
+        dying = {label for owner in self._dying.get(self.step, ()) for label in self._owned.get(owner, ())}
+        for owner, labels in self._owned.items():
+            shape = self.comp[owner].shape
+            if isinstance(shape, TupleShape) and len(labels) == len(shape.elements):
+                dying.update(label for k, label in enumerate(labels)
+                             if self._element_last.get((owner, k)) == self.step)
+        return dying
 
     def reader(self, name: str) -> Callable:
         """A function from an index to the element of instruction ``name`` (arrays and tuples of arrays)."""
@@ -140,6 +196,12 @@ class ComputationEmitter(ComputationEmitterBase):
     def emit_copy(self, dst: Buf, src: Buf) -> None:
         if dst.ptr != src.ptr and dst.shape.num_elements:
             self.buf.line(f"memcpy({dst.ptr}, {src.ptr}, {dst.shape.byte_size});")
+
+    def emit_copy_unless_same(self, dst: Buf, src: Buf) -> None:
+        """A copy skipped at run time when ``dst`` is ``src`` (buffers that may be one: a while's state)."""
+        if dst.ptr != src.ptr and dst.shape.num_elements:
+            self.buf.line(f"if ((const void*){dst.ptr} != (const void*){src.ptr}) "
+                          f"memcpy({dst.ptr}, {src.ptr}, {dst.shape.byte_size});")
 
     def emit_scatter_check(self, inst: HloInstruction, operand: Shape, indices: Shape, updates: Shape,
                            read: Callable) -> None:
@@ -184,12 +246,17 @@ class ComputationEmitter(ComputationEmitterBase):
                 self.emit_row_group(group)
                 for s in range(group_start, step + 1):
                     self.release_dead(s)
-        # Results not written in place are copied.
+        # Results not written in place are copied (a while body's aliased state only if its caller
+        # passed a result buffer of its own: ``loop_state_aliases``).
         final = self.values.get(root.name)
         if final is None:
             final = self.gen.constant_value(root)
-        for src, dst in zip(leaves(final), leaves(result)):
-            self.emit_copy(dst, src)
+        aliased = self.gen.loop_aliases(comp.name)
+        for k, (src, dst) in enumerate(zip(leaves(final), leaves(result))):
+            if k in aliased:
+                self.emit_copy_unless_same(dst, src)
+            else:
+                self.emit_copy(dst, src)
 
     def _escapes(self, inst: HloInstruction, group: list[HloInstruction]) -> bool:
         """Whether a row program member is used outside its group (so it needs a buffer)."""
@@ -272,6 +339,8 @@ class ComputationEmitter(ComputationEmitterBase):
         readers = [self.reader(o) for o in inst.operands]
         checked = emit_index_checks(buf, self.names, self.gen.module, self.comp, inst, readers)
         if 0 in dims:
+            return
+        if len(outs) == 1 and emit_in_place_update(self, inst, outs[0], readers, checked):
             return
         if inst.opcode is Opcode.FUSION:
             fused = self.gen.module.computation(inst.attr("calls").name)

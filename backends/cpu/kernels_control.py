@@ -3,7 +3,10 @@
 Each runs other computations through their C functions (see codegen). A while
 loop keeps its state in the while's own result buffers: the condition reads
 them, the body writes a fresh copy that is copied back, so the body never
-reads what it is writing.
+reads what it is writing; except the elements buffer assignment lets the body
+update in place (``loop_state_aliases``: passed through, or a dynamic-update-slice
+after which nothing reads the old value), which are the body's parameter and
+result buffer at once, and are neither allocated again nor copied back.
 """
 
 from __future__ import annotations
@@ -29,11 +32,17 @@ def _call(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
 def _while(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
     _copy_value(em, target, em.value(inst.operands[0]))
     pred = em.alloc(Shape.array("pred", ()), f"{inst.name}#pred")
-    fresh = em.alloc_value(inst.shape, f"{inst.name}#next")
+    body = inst.attr("body").name
+    aliased = em.gen.loop_aliases(body)
+    if aliased:  # a flat tuple: those elements are the body's parameter and result at once
+        fresh: Value = tuple(t if k in aliased else em.alloc_value(s, f"{inst.name}#next#{k}")
+                             for k, (t, s) in enumerate(zip(target, inst.shape.elements)))
+    else:
+        fresh = em.alloc_value(inst.shape, f"{inst.name}#next")
     with em.buf.block("for (;;)"):
         em.emit_call(inst.attr("condition").name, [target], pred)
         em.buf.line(f"if (!{pred.ptr}[0]) break;")
-        em.emit_call(inst.attr("body").name, [target], fresh)
+        em.emit_call(body, [target], fresh)
         _copy_value(em, target, fresh)
 
 
