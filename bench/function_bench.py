@@ -1,23 +1,31 @@
-"""Benchmark ``tfxla_plugin.function`` against ``tf.function`` and ``tf.function(jit_compile=True)``.
+"""Benchmark ``tfxla_plugin.function`` against ``tf.function``, ``tf.function(jit_compile=True)`` and,
+when installed, the inference engines OpenVINO and ONNX Runtime.
 
     python -m bench.function_bench [--filter TEXT] [--seconds S] [--rounds R] [--cache_dir DIR] [--json FILE]
+                                   [--no_new_process]
 
 The rows of docs/design.md §9 (``bench/models.py``), each in this one process: TF graph (``tf.function``),
-TF XLA (``tf.function(jit_compile=True)``) and ours (``tfxla_plugin.function(jit_compile=True)``) on
-the same inputs and live variables. Per row it prints median milliseconds per call (engines measured
-in interleaved rounds, so a change in machine load hits all three alike), the ratio of the faster TF
-mode's time to ours (> 1: we are faster), our compile time cold (empty kernel cache: ``--cache_dir``
-given through ``TFXLA_FLAGS``, a fresh temporary directory unless ``--cache_dir`` names one) and warm
-(a new ``tfxla_plugin.function`` object: retrace, cluster, lower, optimize, generate, cache hit), TF
-XLA's first-call time (trace + compile), the number of clusters and of kernels (the entry
+TF XLA (``tf.function(jit_compile=True)``), the engines of ``bench/engines.py`` that are installed
+(``pip install -e .[bench]``; inference rows only: a training step gets "-" and a footnote) and ours
+(``tfxla_plugin.function(jit_compile=True)``) on the same inputs and live variables. The first table
+gives per row the median milliseconds per call (all engines measured in interleaved rounds, so a change
+in machine load hits them alike), the ratio of the faster TF mode's time to ours (> 1: we are faster),
+ours / the best engine (> 1: we are slower), the number of clusters and of kernels (the entry
 computation's loop nests and library calls after fusion; how many of them are oneDNN primitives in
 parentheses), the call path (``eager``: one launch called as an eager op; ``graph``: the rewritten
-graph), and the result check against TF graph mode (a training step is checked on its loss and every
-variable it writes after one step from the same initial values).
+graph), and each engine's result checked against TF graph mode with its largest absolute error and that
+error relative to the largest |TF result| (a training step is checked on its loss and every variable it
+writes after one step from the same initial values).
+
+The second table is compile time, seconds: ours cold (trace, cluster, lower, optimize, generate, C
+compile with an empty kernel cache, then the first call: ``--cache_dir`` given through ``TFXLA_FLAGS``,
+a fresh temporary directory unless ``--cache_dir`` names one), ours warm in the same process (a new
+``tfxla_plugin.function`` object: retrace ... generate, then a cache hit; no call), ours warm in a new
+process (``--no_new_process`` leaves it out: a fresh Python with the same disk cache builds the row and
+times compile + first call, as a second run of a program would), TF XLA's first call (trace + compile +
+run), and each engine's conversion + compilation + first call.
 
 This is a benchmark, not a test: a failing row is reported with its error and the run goes on.
-OpenVINO and ONNX Runtime columns are left out unless those packages are installed (they are not
-used yet even then: docs/design.md §9 has their numbers).
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import traceback
@@ -36,6 +46,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tfxla_plugin  # noqa: E402
+from bench.engines import ENGINES, Engine, available, skip_reason  # noqa: E402
 from bench.models import ROWS, Case, Row  # noqa: E402
 from hlo.opcodes import Opcode  # noqa: E402
 
@@ -107,6 +118,24 @@ def check(case: Case, got: list, want: list) -> tuple[str, float]:
     return "ok", worst
 
 
+def max_errors(got: list, want: list) -> tuple[float, float]:
+    """(largest |got - want| over the float results, that over the largest |want| of its result)."""
+    worst_abs = worst_rel = 0.0
+    for g, w in zip(got, want):
+        if w.dtype.kind != "f" or g.shape != w.shape or not w.size:
+            continue
+        diff = float(np.max(np.abs(g.astype(np.float64) - w)))
+        worst_abs = max(worst_abs, diff)
+        worst_rel = max(worst_rel, diff / max(float(np.max(np.abs(w))), np.finfo(np.float32).tiny))
+    return worst_abs, worst_rel
+
+
+def record_check(out: dict, key: str, case: Case, got: list, want: list) -> None:
+    """Store ``got``'s check against TF under ``key``: check text, error over tolerance, max errors."""
+    out[key], out[f"{key}_error_vs_tol"] = check(case, got, want)
+    out[f"{key}_max_abs"], out[f"{key}_max_rel"] = max_errors(got, want)
+
+
 def kernel_counts(compiled) -> tuple[int, int]:
     kernels = dnnl = 0
     for c in compiled.clusters:
@@ -115,9 +144,14 @@ def kernel_counts(compiled) -> tuple[int, int]:
     return kernels, dnnl
 
 
-def prepare_row(row: Row) -> tuple[dict, dict, Case]:
-    """Build ``row``'s case, its engines (no-argument calls by name: tf_graph, tf_xla, ours where they
-    compile) and the row's record so far: our compile times, counts, call path and result check."""
+def first_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
+def prepare_row(row: Row, engines: tuple[Engine, ...] = ()) -> tuple[dict, dict, Case]:
+    """Build ``row``'s case, its engines (no-argument calls by name: tf_graph, tf_xla, ``engines``'
+    names, ours, where they compile) and the row's record so far: compile times, counts, call path and
+    result checks."""
     out: dict = {"workload": row.name, "load_before": os.getloadavg()[0]}
     case = row.build()
     graph = tf.function(case.fn)
@@ -133,7 +167,7 @@ def prepare_row(row: Row) -> tuple[dict, dict, Case]:
         start = time.perf_counter()
         got = results(case, ours)  # the first call also loads the kernel and builds oneDNN primitives
         out["first_call_s"] = time.perf_counter() - start
-        out["check"], out["error_vs_tol"] = check(case, got, want)
+        record_check(out, "check", case, got, want)
         again = tfxla_plugin.function(case.fn, jit_compile=True)
         start = time.perf_counter()
         warm = again.compiled_graph(*case.args)
@@ -143,21 +177,39 @@ def prepare_row(row: Row) -> tuple[dict, dict, Case]:
         out["kernels"], out["dnnl"] = kernel_counts(compiled)
         out["path"] = "eager" if compiled._fast is not None else "graph"
     except Exception as e:  # noqa: BLE001 - a benchmark reports and goes on
-        out["check"] = f"FAILED: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        out["check"] = f"FAILED: {first_line(e)}"
         out["traceback"] = traceback.format_exc()
         ours = None
 
-    engines = {"tf_graph": sync(graph, case.args)}
+    calls = {"tf_graph": sync(graph, case.args)}
     try:
         start = time.perf_counter()
         sync(xla, case.args)()
         out["xla_compile_s"] = time.perf_counter() - start
-        engines["tf_xla"] = sync(xla, case.args)
+        calls["tf_xla"] = sync(xla, case.args)
     except Exception as e:  # noqa: BLE001
-        out["xla_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        out["xla_error"] = first_line(e)
+    for engine in engines:
+        add_engine(out, calls, engine, case, graph, want)
     if ours is not None:
-        engines["ours"] = sync(ours, case.args)
-    return out, engines, case
+        calls["ours"] = sync(ours, case.args)
+    return out, calls, case
+
+
+def add_engine(out: dict, calls: dict, engine: Engine, case: Case, graph, want: list) -> None:
+    """Convert ``case`` for ``engine``, check its result against TF's and add its call to ``calls``;
+    a row it cannot run (or a conversion that fails) is recorded under ``<name>_skip``."""
+    reason = skip_reason(case)
+    if reason is not None:
+        out[f"{engine.name}_skip"] = reason
+        return
+    try:
+        prepared = engine.prepare(case, graph)
+        out[f"{engine.name}_compile_s"] = prepared.compile_s
+        record_check(out, f"{engine.name}_check", case, prepared.outputs(), want)
+        calls[engine.name] = prepared.call
+    except Exception as e:  # noqa: BLE001 - a benchmark reports and goes on
+        out[f"{engine.name}_skip"] = f"failed: {first_line(e)}"
 
 
 def measure(row: Row, case: Case, engines: dict, seconds: float, rounds: int) -> dict[str, float]:
@@ -168,31 +220,120 @@ def measure(row: Row, case: Case, engines: dict, seconds: float, rounds: int) ->
     return interleaved_medians(engines, seconds * scale, rounds)
 
 
-def run_row(row: Row, seconds: float, rounds: int) -> dict:
-    out, engines, case = prepare_row(row)
-    out.update(measure(row, case, engines, seconds, rounds))
+def warm_in_new_process(row: Row) -> dict:
+    """Our compile + first call of ``row`` in a new Python process on the kernel cache of TFXLA_FLAGS
+    (``warm_child`` there): ``compile_new_process_s``, ``cache_hit_new_process`` or ``new_process_error``."""
+    proc = subprocess.run([sys.executable, "-m", "bench.function_bench", "--warm_child", row.name],
+                          capture_output=True, text=True, timeout=1800, env=dict(os.environ))
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"new_process_error": f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1]}"}
+    return json.loads(lines[-1])
+
+
+def warm_child(name: str) -> None:
+    """The new process of ``warm_in_new_process``: build the row, time our compile + first call, print JSON."""
+    row = next(r for r in ROWS if r.name == name)
+    case = row.build()
+    ours = tfxla_plugin.function(case.fn, jit_compile=True)
+    start = time.perf_counter()
+    compiled = ours.compiled_graph(*case.args)
+    results(case, ours)  # the first call, as in the cold time
+    print(json.dumps({"compile_new_process_s": time.perf_counter() - start,
+                      "cache_hit_new_process": all(c.cache_hit for c in compiled.clusters)}), flush=True)
+
+
+def run_row(row: Row, seconds: float, rounds: int, engines: tuple[Engine, ...] = (),
+            new_process: bool = True) -> dict:
+    out, calls, case = prepare_row(row, engines)
+    out.update(measure(row, case, calls, seconds, rounds))
     out["load_after"] = os.getloadavg()[0]
+    del calls, case  # free the engines' compiled models before the new process starts
+    if new_process and "compile_cold_s" in out:
+        out.update(warm_in_new_process(row))
     return out
 
 
-HEADER = (f"{'workload':30s} {'TF graph':>9s} {'TF XLA':>9s} {'ours':>9s} {'best/ours':>9s} {'vs graph':>8s} "
-          f"{'vs XLA':>7s} {'cold s':>7s} {'warm s':>7s} {'XLA s':>6s} {'clus':>4s} {'kernels':>11s} "
-          f"{'path':>5s}  check")
-
+# --- the tables -----------------------------------------------------------------------------------
 
 def _ms(x) -> str:
     return f"{x:9.3f}" if isinstance(x, float) else f"{'-':>9s}"
 
 
-def format_row(r: dict) -> str:
+def _s(x, width: int = 7) -> str:
+    return f"{x:{width}.2f}" if isinstance(x, float) else f"{'-':>{width}s}"
+
+
+def _x(x, width: int = 8) -> str:
+    return f"{x:{width - 1}.2f}x" if isinstance(x, float) else f"{'-':>{width}s}"
+
+
+def _div(a, b) -> float | None:
+    return a / b if isinstance(a, float) and isinstance(b, float) and b > 0 else None
+
+
+def header(engines: tuple[Engine, ...]) -> str:
+    cols = "".join(f" {e.title:>9s}" for e in engines)
+    return (f"{'workload':30s} {'TF graph':>9s} {'TF XLA':>9s}{cols} {'ours':>9s} {'best/ours':>9s} "
+            f"{'vs graph':>8s} {'vs XLA':>7s}{' ours/eng' if engines else ''} {'clus':>4s} {'kernels':>11s} "
+            f"{'path':>5s}  check: result, max abs / rel error vs TF graph")
+
+
+def check_text(r: dict, key: str) -> str:
+    if key not in r:
+        return "-"
+    errors = f" {r[key + '_max_abs']:.2g}/{r[key + '_max_rel']:.2g}" if f"{key}_max_abs" in r else ""
+    return f"{r[key]}{errors}"
+
+
+def format_row(r: dict, engines: tuple[Engine, ...] = ()) -> str:
+    """One row of the speed table; an engine missing from the row (skipped, failed) shows "-"."""
     g, x, o = r.get("tf_graph"), r.get("tf_xla"), r.get("ours")
-    best = min(v for v in (g, x) if v is not None)
-    ratio = lambda a: f"{a / o:7.2f}x" if a is not None and o else f"{'-':>8s}"  # noqa: E731
-    s = lambda k, f: format(r[k], f) if k in r else "-"  # noqa: E731
+    best_tf = min((v for v in (g, x) if v is not None), default=None)
+    cols = "".join(f" {_ms(r.get(e.name))}" for e in engines)
+    engine_ms = [r[e.name] for e in engines if isinstance(r.get(e.name), float)]
+    vs_engine = f" {_x(_div(o, min(engine_ms)) if engine_ms else None)}" if engines else ""
     kernels = f"{r['kernels']} ({r['dnnl']})" if "kernels" in r else "-"
-    return (f"{r['workload']:30s} {_ms(g)} {_ms(x)} {_ms(o)} {ratio(best):>9s} {ratio(g):>8s} {ratio(x):>7s} "
-            f"{s('compile_cold_s', '7.2f'):>7s} {s('compile_warm_s', '7.2f'):>7s} {s('xla_compile_s', '6.2f'):>6s} "
-            f"{r.get('clusters', '-'):>4} {kernels:>11s} {r.get('path', '-'):>5s}  {r['check']}")
+    checks = "; ".join([f"ours {check_text(r, 'check')}"] + [
+        f"{e.title} {check_text(r, e.name + '_check')}" for e in engines if f"{e.name}_check" in r])
+    return (f"{r['workload']:30s} {_ms(g)} {_ms(x)}{cols} {_ms(o)} {_x(_div(best_tf, o), 9)} "
+            f"{_x(_div(g, o))} {_x(_div(x, o), 7)}{vs_engine} {r.get('clusters', '-'):>4} {kernels:>11s} "
+            f"{r.get('path', '-'):>5s}  {checks}")
+
+
+def compile_header(engines: tuple[Engine, ...]) -> str:
+    cols = "".join(f" {e.title:>9s}" for e in engines)
+    return (f"{'workload':30s} {'cold':>7s} {'warm':>7s} {'new proc':>8s} {'XLA':>7s} {'cold/XLA':>8s} "
+            f"{'new/XLA':>8s}{cols}")
+
+
+def format_compile_row(r: dict, engines: tuple[Engine, ...] = ()) -> str:
+    """One row of the compile table (seconds; see the module docstring for what each column times)."""
+    cold = r["compile_cold_s"] + r["first_call_s"] if "first_call_s" in r else None
+    new, xla = r.get("compile_new_process_s"), r.get("xla_compile_s")
+    cols = "".join(f" {_s(r.get(e.name + '_compile_s'), 9)}" for e in engines)
+    return (f"{r['workload']:30s} {_s(cold)} {_s(r.get('compile_warm_s'))} {_s(new, 8)} {_s(xla)} "
+            f"{_x(_div(cold, xla))} {_x(_div(new, xla))}{cols}")
+
+
+def footnotes(rows: list[dict], engines: tuple[Engine, ...]) -> list[str]:
+    """Why a row has no engine column, why ours or XLA failed, whether a warm compile missed the cache."""
+    notes = []
+    for r in rows:
+        name = r["workload"]
+        for e in engines:
+            if f"{e.name}_skip" in r:
+                notes.append(f"{name}: {e.title} -: {r[e.name + '_skip']}")
+        if "traceback" in r:
+            notes.append(f"{name}: ours {r['check']}\n{r['traceback'][-3000:]}")
+        if "xla_error" in r:
+            notes.append(f"{name}: TF XLA failed: {r['xla_error']}")
+        if "new_process_error" in r:
+            notes.append(f"{name}: new-process warm compile failed: {r['new_process_error']}")
+        for key, label in (("cache_hit_warm", "same-process warm"), ("cache_hit_new_process", "new-process warm")):
+            if r.get(key) is False:
+                notes.append(f"{name}: the {label} compile missed the kernel cache")
+    return notes
 
 
 def main() -> None:
@@ -202,42 +343,46 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved measuring rounds")
     parser.add_argument("--cache_dir", default=None, help="kernel cache (default: a fresh empty directory)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument("--no_new_process", action="store_true", help="leave out the new-process warm compile")
+    parser.add_argument("--warm_child", default=None, help=argparse.SUPPRESS)  # see warm_in_new_process
     args = parser.parse_args()
+    if args.warm_child is not None:
+        return warm_child(args.warm_child)
 
+    engines = tuple(available())
+    missing = [e.title for e in ENGINES if e not in engines]
     with tempfile.TemporaryDirectory(prefix="tfxla_bench_cache_") as fresh:
         set_cache_dir(args.cache_dir or fresh)
-        extras = [m for m in ("openvino", "onnxruntime") if _installed(m)]
-        print(f"tfxla_plugin.function vs TF {tf.__version__} on {os.cpu_count()} CPUs; load average "
+        print(f"tfxla_plugin.function vs TF {tf.__version__}"
+              f"{''.join(', ' + e.title for e in engines)} on {os.cpu_count()} CPUs; load average "
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; kernel cache {args.cache_dir or fresh}"
-              f"{'; not measured here: ' + ', '.join(extras) if extras else ''}")
+              f"{'; not installed: ' + ', '.join(missing) + ' (pip install -e .[bench])' if missing else ''}")
         print("median ms per call; best/ours = faster TF mode / ours (> 1: we are faster); "
-              "cold/warm: our compile s; XLA s: XLA's first call; kernels (oneDNN primitives)")
-        print(HEADER, flush=True)
+              "ours/eng = ours / the best engine (> 1: we are slower); kernels (oneDNN primitives)")
+        print(header(engines), flush=True)
         rows = []
         for row in ROWS:
             if args.filter and args.filter not in row.name:
                 continue
             try:
-                r = run_row(row, args.seconds, args.rounds)
+                r = run_row(row, args.seconds, args.rounds, engines, not args.no_new_process)
             except Exception as e:  # noqa: BLE001
                 r = {"workload": row.name, "check": f"FAILED (TF): {type(e).__name__}: {e}"}
             rows.append(r)
-            print(format_row(r), flush=True)
+            print(format_row(r, engines), flush=True)
+        print("\ncompile s: ours cold (empty cache, compile + first call), warm (same process, a new "
+              "function: compile), new proc (a new process on the disk cache: compile + first call); "
+              "XLA's first call; engines: convert + compile + first call")
+        print(compile_header(engines))
         for r in rows:
-            if "traceback" in r:
-                print(f"\n--- {r['workload']}: {r['check']}\n{r['traceback'][-3000:]}")
-            if "xla_error" in r:
-                print(f"\n--- {r['workload']}: TF XLA failed: {r['xla_error']}")
+            print(format_compile_row(r, engines))
+        notes = footnotes(rows, engines)
+        if notes:
+            print("\n" + "\n".join(f"- {n}" for n in notes))
         print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         if args.json:
             with open(args.json, "w") as fh:
                 json.dump([{k: v for k, v in r.items() if k != "traceback"} for r in rows], fh, indent=1)
-
-
-def _installed(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
 
 
 if __name__ == "__main__":
