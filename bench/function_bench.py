@@ -321,9 +321,11 @@ def footnotes(rows: list[dict], engines: tuple[Engine, ...]) -> list[str]:
     notes = []
     for r in rows:
         name = r["workload"]
+        skipped: dict[str, list[str]] = {}  # reason -> the engines it kept off this row
         for e in engines:
             if f"{e.name}_skip" in r:
-                notes.append(f"{name}: {e.title} -: {r[e.name + '_skip']}")
+                skipped.setdefault(r[f"{e.name}_skip"], []).append(e.title)
+        notes += [f"{name}: {', '.join(titles)} -: {reason}" for reason, titles in skipped.items()]
         if "traceback" in r:
             notes.append(f"{name}: ours {r['check']}\n{r['traceback'][-3000:]}")
         if "xla_error" in r:
