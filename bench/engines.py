@@ -39,7 +39,6 @@ class Prepared:
     call: Callable[[], None]  # one inference on the bound inputs
     outputs: Callable[[], list[np.ndarray]]  # the outputs of the last call, in the function's order
     compile_s: float  # conversion + compilation + first call
-    inputs: list[np.ndarray]  # the host arrays the bound inputs share memory with (kept alive here)
 
 
 @dataclass(frozen=True)
@@ -69,6 +68,30 @@ def _specs(case: Case) -> list[tf.TensorSpec]:
     return [tf.TensorSpec(a.shape, a.dtype) for a in case.args]
 
 
+class _OpenVinoCall:
+    """One inference on the request's input tensors; owns the arrays whose memory those tensors share."""
+
+    __slots__ = ("request", "inputs")
+
+    def __init__(self, request, inputs: list[np.ndarray]):
+        self.request, self.inputs = request, inputs
+
+    def __call__(self) -> None:
+        self.request.infer(share_outputs=True)
+
+
+class _OnnxRuntimeCall:
+    """One run on the bound OrtValues; owns the arrays whose memory the input OrtValues share."""
+
+    __slots__ = ("session", "binding", "inputs")
+
+    def __init__(self, session, binding, inputs: list[np.ndarray]):
+        self.session, self.binding, self.inputs = session, binding, inputs
+
+    def __call__(self) -> None:
+        self.session.run_with_iobinding(self.binding)
+
+
 def _openvino(case: Case, graph: Callable) -> Prepared:
     import openvino as ov
 
@@ -80,17 +103,14 @@ def _openvino(case: Case, graph: Callable) -> Prepared:
     arrays = _host_arrays(case)
     for k, a in enumerate(arrays):
         request.set_input_tensor(k, ov.Tensor(a, shared_memory=True))
-
-    def call() -> None:
-        request.infer(share_outputs=True)
-
+    call = _OpenVinoCall(request, arrays)
     call()
     compile_s = time.perf_counter() - start
 
     def outputs() -> list[np.ndarray]:
         return [np.array(request.get_output_tensor(k).data) for k in range(len(compiled.outputs))]
 
-    return Prepared(call, outputs, compile_s, arrays)
+    return Prepared(call, outputs, compile_s)
 
 
 def _onnxruntime(case: Case, graph: Callable) -> Prepared:
@@ -111,17 +131,14 @@ def _onnxruntime(case: Case, graph: Callable) -> Prepared:
     session.run_with_iobinding(binding)  # ORT allocates the outputs once; bind those from now on
     for spec, value in zip(session.get_outputs(), binding.get_outputs()):
         binding.bind_ortvalue_output(spec.name, value)
-
-    def call() -> None:
-        session.run_with_iobinding(binding)
-
+    call = _OnnxRuntimeCall(session, binding, arrays)
     call()
     compile_s = time.perf_counter() - start
 
     def outputs() -> list[np.ndarray]:
         return [np.array(v.numpy()) for v in binding.get_outputs()]
 
-    return Prepared(call, outputs, compile_s, arrays)
+    return Prepared(call, outputs, compile_s)
 
 
 ENGINES: tuple[Engine, ...] = (

@@ -130,10 +130,11 @@ def max_errors(got: list, want: list) -> tuple[float, float]:
     return worst_abs, worst_rel
 
 
-def record_check(out: dict, key: str, case: Case, got: list, want: list) -> None:
-    """Store ``got``'s check against TF under ``key``: check text, error over tolerance, max errors."""
-    out[key], out[f"{key}_error_vs_tol"] = check(case, got, want)
-    out[f"{key}_max_abs"], out[f"{key}_max_rel"] = max_errors(got, want)
+def record_check(out: dict, prefix: str, case: Case, got: list, want: list) -> None:
+    """Store ``got``'s check against TF: ``<prefix>check`` (the text), ``<prefix>error_vs_tol``,
+    ``<prefix>max_abs`` and ``<prefix>max_rel`` (ours: no prefix; an engine: its name and "_")."""
+    out[f"{prefix}check"], out[f"{prefix}error_vs_tol"] = check(case, got, want)
+    out[f"{prefix}max_abs"], out[f"{prefix}max_rel"] = max_errors(got, want)
 
 
 def kernel_counts(compiled) -> tuple[int, int]:
@@ -167,7 +168,7 @@ def prepare_row(row: Row, engines: tuple[Engine, ...] = ()) -> tuple[dict, dict,
         start = time.perf_counter()
         got = results(case, ours)  # the first call also loads the kernel and builds oneDNN primitives
         out["first_call_s"] = time.perf_counter() - start
-        record_check(out, "check", case, got, want)
+        record_check(out, "", case, got, want)
         again = tfxla_plugin.function(case.fn, jit_compile=True)
         start = time.perf_counter()
         warm = again.compiled_graph(*case.args)
@@ -206,7 +207,7 @@ def add_engine(out: dict, calls: dict, engine: Engine, case: Case, graph, want: 
     try:
         prepared = engine.prepare(case, graph)
         out[f"{engine.name}_compile_s"] = prepared.compile_s
-        record_check(out, f"{engine.name}_check", case, prepared.outputs(), want)
+        record_check(out, f"{engine.name}_", case, prepared.outputs(), want)
         calls[engine.name] = prepared.call
     except Exception as e:  # noqa: BLE001 - a benchmark reports and goes on
         out[f"{engine.name}_skip"] = f"failed: {first_line(e)}"
@@ -279,11 +280,11 @@ def header(engines: tuple[Engine, ...]) -> str:
             f"{'path':>5s}  check: result, max abs / rel error vs TF graph")
 
 
-def check_text(r: dict, key: str) -> str:
-    if key not in r:
+def check_text(r: dict, prefix: str) -> str:
+    if f"{prefix}check" not in r:
         return "-"
-    errors = f" {r[key + '_max_abs']:.2g}/{r[key + '_max_rel']:.2g}" if f"{key}_max_abs" in r else ""
-    return f"{r[key]}{errors}"
+    errors = f" {r[prefix + 'max_abs']:.2g}/{r[prefix + 'max_rel']:.2g}" if f"{prefix}max_abs" in r else ""
+    return f"{r[prefix + 'check']}{errors}"
 
 
 def format_row(r: dict, engines: tuple[Engine, ...] = ()) -> str:
@@ -294,8 +295,8 @@ def format_row(r: dict, engines: tuple[Engine, ...] = ()) -> str:
     engine_ms = [r[e.name] for e in engines if isinstance(r.get(e.name), float)]
     vs_engine = f" {_x(_div(o, min(engine_ms)) if engine_ms else None)}" if engines else ""
     kernels = f"{r['kernels']} ({r['dnnl']})" if "kernels" in r else "-"
-    checks = "; ".join([f"ours {check_text(r, 'check')}"] + [
-        f"{e.title} {check_text(r, e.name + '_check')}" for e in engines if f"{e.name}_check" in r])
+    checks = "; ".join([f"ours {check_text(r, '')}"] + [
+        f"{e.title} {check_text(r, e.name + '_')}" for e in engines if f"{e.name}_check" in r])
     return (f"{r['workload']:30s} {_ms(g)} {_ms(x)}{cols} {_ms(o)} {_x(_div(best_tf, o), 9)} "
             f"{_x(_div(g, o))} {_x(_div(x, o), 7)}{vs_engine} {r.get('clusters', '-'):>4} {kernels:>11s} "
             f"{r.get('path', '-'):>5s}  {checks}")
