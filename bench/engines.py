@@ -3,7 +3,8 @@
 One adapter per engine in ``ENGINES``: its column name, the module whose presence makes it available
 (``pip install -e .[bench]``), and ``prepare(case, graph)`` that converts a row's function and returns
 a ``Prepared``: a no-argument call with inputs and outputs bound once (what each engine's own
-performance guide advises for latency), a way to read the outputs of the last call, and the seconds
+performance guide advises for latency; the call owns the host arrays its inputs share memory with:
+OpenVINO's shared tensors do not keep them alive), a way to read the outputs of the last call, and the seconds
 spent converting and compiling. Both engines get the function's concrete graph with its variables
 frozen to their current values, so only inference rows are measured: ``skip_reason`` names the rows
 they cannot run (a training step writes variables; a converted graph cannot).

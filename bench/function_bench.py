@@ -50,6 +50,7 @@ from bench.engines import ENGINES, Engine, available, skip_reason  # noqa: E402
 from bench.models import ROWS, Case, Row  # noqa: E402
 from hlo.opcodes import Opcode  # noqa: E402
 
+NAME = max([30] + [len(r.name) for r in ROWS])  # the workload column's width
 NOT_KERNELS = {Opcode.PARAMETER, Opcode.CONSTANT, Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT, Opcode.BITCAST}
 
 
@@ -149,12 +150,23 @@ def first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
+def build(row: Row) -> Case:
+    """``row``'s case, built after ``keras.backend.clear_session()``. Keras names layers and variables
+    from per-process counters and our kernel cache key includes those names, so without this a row
+    built after another Keras row gets other names than in a new process, and the new-process warm
+    compile would miss the cache where a second run of the same program hits it."""
+    import keras
+
+    keras.backend.clear_session()
+    return row.build()
+
+
 def prepare_row(row: Row, engines: tuple[Engine, ...] = ()) -> tuple[dict, dict, Case]:
     """Build ``row``'s case, its engines (no-argument calls by name: tf_graph, tf_xla, ``engines``'
     names, ours, where they compile) and the row's record so far: compile times, counts, call path and
     result checks."""
     out: dict = {"workload": row.name, "load_before": os.getloadavg()[0]}
-    case = row.build()
+    case = build(row)
     graph = tf.function(case.fn)
     xla = tf.function(case.fn, jit_compile=True)
     want = results(case, graph)
@@ -234,8 +246,7 @@ def warm_in_new_process(row: Row) -> dict:
 
 def warm_child(name: str) -> None:
     """The new process of ``warm_in_new_process``: build the row, time our compile + first call, print JSON."""
-    row = next(r for r in ROWS if r.name == name)
-    case = row.build()
+    case = build(next(r for r in ROWS if r.name == name))
     ours = tfxla_plugin.function(case.fn, jit_compile=True)
     start = time.perf_counter()
     compiled = ours.compiled_graph(*case.args)
@@ -275,7 +286,7 @@ def _div(a, b) -> float | None:
 
 def header(engines: tuple[Engine, ...]) -> str:
     cols = "".join(f" {e.title:>9s}" for e in engines)
-    return (f"{'workload':30s} {'TF graph':>9s} {'TF XLA':>9s}{cols} {'ours':>9s} {'best/ours':>9s} "
+    return (f"{'workload':{NAME}s} {'TF graph':>9s} {'TF XLA':>9s}{cols} {'ours':>9s} {'best/ours':>9s} "
             f"{'vs graph':>8s} {'vs XLA':>7s}{' ours/eng' if engines else ''} {'clus':>4s} {'kernels':>11s} "
             f"{'path':>5s}  check: result, max abs / rel error vs TF graph")
 
@@ -297,14 +308,14 @@ def format_row(r: dict, engines: tuple[Engine, ...] = ()) -> str:
     kernels = f"{r['kernels']} ({r['dnnl']})" if "kernels" in r else "-"
     checks = "; ".join([f"ours {check_text(r, '')}"] + [
         f"{e.title} {check_text(r, e.name + '_')}" for e in engines if f"{e.name}_check" in r])
-    return (f"{r['workload']:30s} {_ms(g)} {_ms(x)}{cols} {_ms(o)} {_x(_div(best_tf, o), 9)} "
+    return (f"{r['workload']:{NAME}s} {_ms(g)} {_ms(x)}{cols} {_ms(o)} {_x(_div(best_tf, o), 9)} "
             f"{_x(_div(g, o))} {_x(_div(x, o), 7)}{vs_engine} {r.get('clusters', '-'):>4} {kernels:>11s} "
             f"{r.get('path', '-'):>5s}  {checks}")
 
 
 def compile_header(engines: tuple[Engine, ...]) -> str:
     cols = "".join(f" {e.title:>9s}" for e in engines)
-    return (f"{'workload':30s} {'cold':>7s} {'warm':>7s} {'new proc':>8s} {'XLA':>7s} {'cold/XLA':>8s} "
+    return (f"{'workload':{NAME}s} {'cold':>7s} {'warm':>7s} {'new proc':>8s} {'XLA':>7s} {'cold/XLA':>8s} "
             f"{'new/XLA':>8s}{cols}")
 
 
@@ -313,7 +324,7 @@ def format_compile_row(r: dict, engines: tuple[Engine, ...] = ()) -> str:
     cold = r["compile_cold_s"] + r["first_call_s"] if "first_call_s" in r else None
     new, xla = r.get("compile_new_process_s"), r.get("xla_compile_s")
     cols = "".join(f" {_s(r.get(e.name + '_compile_s'), 9)}" for e in engines)
-    return (f"{r['workload']:30s} {_s(cold)} {_s(r.get('compile_warm_s'))} {_s(new, 8)} {_s(xla)} "
+    return (f"{r['workload']:{NAME}s} {_s(cold)} {_s(r.get('compile_warm_s'))} {_s(new, 8)} {_s(xla)} "
             f"{_x(_div(cold, xla))} {_x(_div(new, xla))}{cols}")
 
 
