@@ -222,7 +222,8 @@ def add_engine(out: dict, calls: dict, engine: Engine, case: Case, graph, want: 
         record_check(out, f"{engine.name}_", case, prepared.outputs(), want)
         calls[engine.name] = prepared.call
     except Exception as e:  # noqa: BLE001 - a benchmark reports and goes on
-        out[f"{engine.name}_skip"] = f"failed: {first_line(e)}"
+        # the whole message on one line: a converter names the unsupported ops on a later line
+        out[f"{engine.name}_skip"] = f"failed: {type(e).__name__}: {' '.join(str(e).split())[:320]}"
 
 
 def measure(row: Row, case: Case, engines: dict, seconds: float, rounds: int) -> dict[str, float]:
