@@ -15,6 +15,16 @@ from hlo.errors import first_duplicate
 from hlo.lowering.tensor_names import parse_input
 
 
+def fresh_name(taken: set[str], name: str) -> str:
+    """``name``, or ``name_1``, ``name_2``... the first not in ``taken``; added to ``taken`` (a new node's name)."""
+    out, k = name, 0
+    while out in taken:
+        k += 1
+        out = f"{name}_{k}"
+    taken.add(out)
+    return out
+
+
 @dataclass(frozen=True)
 class Edge:
     """A data edge: output ``index`` of ``producer`` feeds input ``slot`` of ``consumer``."""

@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from graph_passes._graph import GraphIndex
+from graph_passes._graph import GraphIndex, fresh_name
 from hlo.lowering.tensor_names import control_inputs
 
 _CLAMPS = {"Minimum": ("Maximum", np.less_equal), "Maximum": ("Minimum", np.greater_equal)}
@@ -117,8 +117,9 @@ def fold_shapes(graph_def, graph) -> FoldResult:
         elif node.op in _SHAPE_FOLDS and len(node.input) >= 2:
             op = graph.get_operation_by_name(node.name)
             shapes = [_shape_value(t) for t in op.inputs]
-            if None not in shapes:
-                values = _SHAPE_FOLDS[node.op](*shapes)
+            known = [s for s in shapes if s is not None]
+            if len(known) == len(shapes):
+                values = _SHAPE_FOLDS[node.op](*known)
         if values is None:
             continue
         result.folded[node.name] = node.op
@@ -130,7 +131,7 @@ def fold_shapes(graph_def, graph) -> FoldResult:
             continue
         consts = []
         for k, v in enumerate(values):
-            const = out.node.add(name=_fresh(taken, f"{node.name}/tfxla_folded_{k}"), device=target.device)
+            const = out.node.add(name=fresh_name(taken, f"{node.name}/tfxla_folded_{k}"), device=target.device)
             _make_const(const, v, dtype, controls)
             consts.append(const.name)
         target.op = "IdentityN"
@@ -151,15 +152,6 @@ def _make_const(node, value, dtype, controls: list[str]) -> None:
     node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(np.asarray(value, dtype.as_numpy_dtype), dtype))
     del node.input[:]
     node.input.extend(controls)
-
-
-def _fresh(taken: set[str], name: str) -> str:
-    out, k = name, 0
-    while out in taken:
-        k += 1
-        out = f"{name}_{k}"
-    taken.add(out)
-    return out
 
 
 __all__ = ["FoldResult", "fold_shapes", "needs_fold"]

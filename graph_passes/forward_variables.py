@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_passes._graph import GraphIndex
+from graph_passes._graph import GraphIndex, fresh_name
 from hlo.lowering.tensor_names import control, control_inputs, node_name, tensor
 
 READ = "ReadVariableOp"
@@ -204,14 +204,14 @@ def _assign(write, value: str) -> None:
 
 def _add(gd, taken: set[str], base: str, op: str, inputs: list[str], device: str, **attrs) -> Any:
     """A new node ``op(inputs)`` named after ``base``, with type attributes ``attrs`` (name -> DataType)."""
-    node = gd.node.add(name=_fresh(taken, f"{base}/tfxla_{op.lower()}"), op=op, input=inputs, device=device)
+    node = gd.node.add(name=fresh_name(taken, f"{base}/tfxla_{op.lower()}"), op=op, input=inputs, device=device)
     for key, value in attrs.items():
         node.attr[key].type = value
     return node
 
 
 def _int_const(gd, taken: set[str], base: str, value: int, device: str) -> str:
-    node = gd.node.add(name=_fresh(taken, f"{base}/tfxla_const"), op="Const", device=device)
+    node = gd.node.add(name=fresh_name(taken, f"{base}/tfxla_const"), op="Const", device=device)
     node.attr["dtype"].type = DT_INT32
     node.attr["value"].tensor.dtype = DT_INT32
     node.attr["value"].tensor.int_val.append(value)
@@ -265,7 +265,7 @@ def _scatter(gd, taken: set[str], node, value: str) -> str:
 
 def _combine(gd, taken: set[str], write, current: str) -> str:
     """A node computing the value ``write`` (AssignAdd/AssignSub) leaves: ``current`` +/- its delta."""
-    node = gd.node.add(name=_fresh(taken, f"{write.name}/tfxla_value"), op=WRITES[write.op],
+    node = gd.node.add(name=fresh_name(taken, f"{write.name}/tfxla_value"), op=WRITES[write.op],
                        input=[current, write.input[1]], device=write.device)
     node.attr["T"].type = write.attr["dtype"].type
     return tensor(node.name, 0)
@@ -274,7 +274,7 @@ def _combine(gd, taken: set[str], write, current: str) -> str:
 def _initial_read(gd, taken: set[str], write) -> str:
     """A read of the variable placed before ``write`` (which gains a control edge on it)."""
     controls = control_inputs(write.input)
-    read = gd.node.add(name=_fresh(taken, f"{write.name}/tfxla_read"), op=READ, input=[write.input[0], *controls],
+    read = gd.node.add(name=fresh_name(taken, f"{write.name}/tfxla_read"), op=READ, input=[write.input[0], *controls],
                        device=write.device)
     read.attr["dtype"].type = _var_dtype(write)
     write.input.append(control(read.name))
@@ -284,15 +284,6 @@ def _initial_read(gd, taken: set[str], write) -> str:
 def _var_dtype(node) -> int:
     """The variable's dtype on an op touching it (``dtype``; ``T`` on the ResourceScatterNd ops)."""
     return int(node.attr["dtype"].type if "dtype" in node.attr else node.attr["T"].type)
-
-
-def _fresh(taken: set[str], name: str) -> str:
-    out, k = name, 0
-    while out in taken:
-        k += 1
-        out = f"{name}_{k}"
-    taken.add(out)
-    return out
 
 
 __all__ = ["ForwardResult", "forward_variables"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from graph_passes._graph import GraphIndex
+from graph_passes._graph import GraphIndex, fresh_name
 from graph_passes.inline import referenced_functions
 from hlo.lowering.tensor_names import (canonical, control, control_inputs, data_inputs, fetch_nodes, node_name,
                                        parse_input, tensor)
@@ -147,15 +147,6 @@ def _roots(nodes: Sequence, fetched: set[str]) -> set[str]:
     return fetched | {n.name for n in nodes if _stateful(n.op)}
 
 
-def _unique(name: str, taken: set[str]) -> str:
-    out, k = name, 0
-    while out in taken:
-        k += 1
-        out = f"{name}_{k}"
-    taken.add(out)
-    return out
-
-
 def _drop_colocation(node, removed: set[str]) -> None:
     if "_class" not in node.attr:
         return
@@ -186,7 +177,7 @@ def rewrite_clusters(graph_def, clusters: Sequence[ClusterSpec], launch: Callabl
     for spec in clusters:
         if spec.name in dead_names:
             continue  # dead code: its nodes go, no launch node replaces them
-        name = _unique(spec.name, taken)
+        name = fresh_name(taken, spec.name)
         launch_nodes[spec.name] = name
         launch_of.update((n, name) for n in spec.node_names)
         tensor_map.update((p.tensor, tensor(name, k)) for k, p in enumerate(spec.outputs))
@@ -224,7 +215,7 @@ def rewrite_clusters(graph_def, clusters: Sequence[ClusterSpec], launch: Callabl
         if decided.kernel_tensor is not None:
             node.input.append(decided.kernel_tensor)
         else:
-            const = tf.compat.v1.NodeDef(name=_unique(f"{name}/kernel_path", taken), op="Const", device=spec.device)
+            const = tf.compat.v1.NodeDef(name=fresh_name(taken, f"{name}/kernel_path"), op="Const", device=spec.device)
             const.attr["dtype"].type = tf.string.as_datatype_enum
             path = decided.kernel_path or ""
             paths = path.encode() if isinstance(path, str) else [p.encode() for p in path]

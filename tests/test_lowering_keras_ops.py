@@ -260,6 +260,11 @@ def test_searchsorted_linspace_cross() -> None:
         check_lowering(lambda a, b: tf.searchsorted(a, b, side=side, out_type=tf.int64), s.astype(np.int32),
                        v.astype(np.int32))
     check_lowering(lambda: (tf.linspace(-1.5, 2.0, 7), tf.linspace(tf.constant(0.0, tf.float64), 1.0, 1)))
+    # tf.linspace is composed in Python; the LinSpace op itself (num > 1, both float types):
+    check_lowering(lambda: (tf.raw_ops.LinSpace(start=-1.5, stop=2.0, num=7),
+                            tf.raw_ops.LinSpace(start=tf.constant(0.1, tf.float64), stop=tf.constant(1.0, tf.float64),
+                                                num=5),
+                            tf.raw_ops.LinSpace(start=3.0, stop=4.0, num=1)))
     a, b = RNG.normal(size=(2, 4, 3)).astype(np.float32), RNG.normal(size=(2, 4, 3)).astype(np.float32)
     check_lowering(tf.linalg.cross, a, b)
 

@@ -263,6 +263,7 @@ def _alone(comp: HloComputation, inst: HloInstruction, position: int) -> bool:
 def _state_elements(comp: HloComputation) -> dict[str, set[int]]:
     """Instruction -> the elements of the computation's (one, tuple) parameter its value may refer to."""
     param = comp.parameters[0]
+    assert isinstance(param.shape, TupleShape), "a while body's state is one tuple parameter"
     elements: dict[str, set[int]] = {param.name: set(range(len(param.shape.elements)))}
     for inst in comp.instructions:
         if inst.opcode is Opcode.GET_TUPLE_ELEMENT and inst.operands[0] == param.name:
@@ -280,10 +281,11 @@ def loop_state_aliases(module: HloModule, body: HloComputation) -> frozenset[int
     ``get-tuple-element(param, k)`` itself (passed through), or an in-place update
     (``in_place_update``) of a value referring to element ``k`` alone, after which nothing reads
     element ``k`` (the root's other results included), and which reads it through no other operand."""
-    if len(body.parameters) != 1 or not isinstance(body.parameters[0].shape, TupleShape):
+    if len(body.parameters) != 1:
         return frozenset()
     param, root = body.parameters[0], body.root
-    if root.opcode is not Opcode.TUPLE or any(isinstance(e, TupleShape) for e in param.shape.elements):
+    if not isinstance(param.shape, TupleShape) or root.opcode is not Opcode.TUPLE or \
+            any(isinstance(e, TupleShape) for e in param.shape.elements):
         return frozenset()
     elements = _state_elements(body)
     index = {inst.name: i for i, inst in enumerate(body.instructions)}

@@ -11,6 +11,8 @@ and Cross (``tf.linalg.cross``).
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from hlo.builder import Value
@@ -22,7 +24,7 @@ from hlo.lowering.tf_types import FLOATS, NUMERIC
 from hlo.opcodes import Opcode
 
 
-def _bound(direction: str):
+def _bound(direction: str) -> Callable[[LoweringContext], Value]:
     def lower(ctx: LoweringContext) -> Value:
         sorted_inputs, values = ctx.inputs
         sd, vd = ctx.dims(sorted_inputs), ctx.dims(values)
@@ -53,8 +55,8 @@ def lin_space(ctx: LoweringContext) -> Value:
         raise ctx.invalid_argument(f"Requires num > 0: {num}")
     if num == 1:
         return ctx.constant(np.array([start]), dtype)
-    step = (stop - start) / dtype.numpy(num - 1)
-    values = np.array([start + dtype.numpy(i) * step for i in range(num - 1)] + [stop], dtype.numpy)
+    step = (stop - start) / dtype.numpy.type(num - 1)
+    values = np.array([start + dtype.numpy.type(i) * step for i in range(num - 1)] + [stop], dtype.numpy)
     return ctx.constant(values, dtype)
 
 
