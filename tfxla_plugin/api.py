@@ -509,8 +509,9 @@ class CompiledFunction(polymorphic_function.Function):
 
     def experimental_get_compiler_ir(self, *args, **kwargs):
         """Like ``tf.function``'s: the arguments are values or TensorSpecs; returns ``ir(stage="hlo")`` (stages
-        in ``tfxla_plugin.compiler_ir``: hlo, optimized_hlo, optimized_hlo_dot, c, clusters, graph; the
-        serialized-proto stages are refused with the reason)."""
+        in ``tfxla_plugin.compiler_ir``: hlo, optimized_hlo, optimized_hlo_dot, c, clusters, graph, and the
+        serialized ``HloModuleProto`` stages hlo_serialized, optimized_hlo_serialized,
+        optimized_hlo_proto_serialized)."""
         from tfxla_plugin.compiler_ir import compiler_ir
 
         if self._options.jit_compile is False:
@@ -518,7 +519,7 @@ class CompiledFunction(polymorphic_function.Function):
                              "(or \"auto\")")
         compiled, _ = self._compiled(args, kwargs)
 
-        def ir(stage: str = "hlo", device_name=None, platform_name=None) -> str:
+        def ir(stage: str = "hlo", device_name=None, platform_name=None) -> str | bytes | list[bytes]:
             if device_name is not None or platform_name is not None:
                 raise ValueError("experimental_get_compiler_ir: tfxla-plugin compiles for its backend "
                                  f"({compiled.flags.backend}); choose it with function(..., backend=...), not "

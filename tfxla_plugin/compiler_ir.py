@@ -8,11 +8,16 @@ module per cluster, in cluster order), the dot graph rendered here from our HLO 
 cluster), and our own stages: ``c`` (the generated kernel sources), ``clusters`` (the clustering summary)
 and ``graph`` (the rewritten GraphDef as text).
 
-The serialized stages are refused with a ``NotImplementedError`` naming the stage: the proto definition
-is installed with TensorFlow (``tensorflow.compiler.xla.service.hlo_pb2``), but our IR is not XLA's: some
-attributes are kept as text we do not interpret (``hlo.attributes.Raw``), and instruction ids, layouts
-and the schedule would have to be invented, so the bytes would not be an honest ``HloModuleProto``.
-Their text stage (``hlo`` / ``optimized_hlo``) is what XLA's own HLO parser reads.
+The serialized stages are ``xla.HloModuleProto.SerializeToString()`` bytes (``hlo/serialize``; the proto
+definition is installed with TensorFlow, ``tensorflow.compiler.xla.service.hlo_pb2``): ``hlo_serialized`` of
+the module as lowered, ``optimized_hlo_serialized`` and ``optimized_hlo_proto_serialized`` (TensorFlow's
+two names for the same bytes) of the optimized one. A function of one cluster gets ``bytes``, as from
+TensorFlow; one of several clusters a list of ``bytes``, one per cluster in cluster order (protos cannot be
+concatenated as the text stages' modules are). A module that holds what an ``HloModuleProto`` cannot carry
+faithfully (an attribute kept as uninterpreted text, ``hlo.attributes.Raw``; our ``index_check=`` of a TF
+gather/scatter; the backends' kernel-shape annotations, ``row_program=`` and the like, which most optimized
+modules of the C backend hold) is refused with a ``NotImplementedError`` naming the stage, the cluster, the
+instruction and the attribute; its text stage is what XLA's own HLO parser reads.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from __future__ import annotations
 from typing import Callable
 
 from hlo.ir import HloComputation, HloModule
+from hlo.serialize import ProtoConversionError, serialize_module
 
 # stages CompiledGraph.ir renders (its own table)
 _GRAPH_STAGES = ("hlo", "optimized_hlo", "c", "clusters", "graph")
 _SERIALIZED = {"hlo_serialized": "hlo", "optimized_hlo_serialized": "optimized_hlo",
                "optimized_hlo_proto_serialized": "optimized_hlo"}
+_MODULE = {"hlo": "hlo", "optimized_hlo": "optimized"}  # text stage -> the CompiledCluster field holding its module
 
 
 def _quote(text: str) -> str:
@@ -64,14 +71,19 @@ def module_dot(module: HloModule) -> str:
     return "\n".join(lines)
 
 
-def _refuse_serialized(stage: str) -> Callable:
-    def refuse(_compiled):
-        raise NotImplementedError(
-            f"experimental_get_compiler_ir: stage {stage!r} (serialized xla.HloModuleProto bytes) is not "
-            f"available: tfxla-plugin's HLO is its own IR and cannot fill an HloModuleProto faithfully; use "
-            f"stage={_SERIALIZED[stage]!r} for the HLO text (which XLA's HLO parser reads) or "
-            f"'optimized_hlo_dot' for a Graphviz graph")
-    return refuse
+def _serialized(stage: str) -> Callable:
+    def render(compiled):
+        blobs = []
+        for cluster in compiled.clusters:
+            try:
+                blobs.append(serialize_module(getattr(cluster, _MODULE[_SERIALIZED[stage]])))
+            except ProtoConversionError as e:
+                raise NotImplementedError(
+                    f"experimental_get_compiler_ir: stage {stage!r} (serialized xla.HloModuleProto bytes) of "
+                    f"cluster {cluster.name}: {e}; use stage={_SERIALIZED[stage]!r} for the HLO text (which XLA's "
+                    f"HLO parser reads)") from e
+        return blobs[0] if len(blobs) == 1 else blobs
+    return render
 
 
 def _graph_stage(stage: str) -> Callable:
@@ -81,11 +93,11 @@ def _graph_stage(stage: str) -> Callable:
 STAGES: dict[str, Callable] = {
     **{stage: _graph_stage(stage) for stage in _GRAPH_STAGES},
     "optimized_hlo_dot": lambda compiled: "\n".join(module_dot(c.optimized) for c in compiled.clusters),
-    **{stage: _refuse_serialized(stage) for stage in _SERIALIZED},
+    **{stage: _serialized(stage) for stage in _SERIALIZED},
 }
 
 
-def compiler_ir(compiled, stage: str = "hlo") -> str:
+def compiler_ir(compiled, stage: str = "hlo") -> str | bytes | list[bytes]:
     """Stage ``stage`` of ``compiled`` (a ``CompiledGraph``); an unknown stage is a ``ValueError`` listing them."""
     render = STAGES.get(stage)
     if render is None:

@@ -187,7 +187,10 @@ def write_attr(proto: Proto, inst: HloInstruction, key: str, value, ids: Callabl
     writer = WRITERS.get(key)
     if writer is None:
         raise Unrepresentable(f"attribute {key}= has no HloInstructionProto field")
-    writer(proto, inst, value, ids)
+    try:
+        writer(proto, inst, value, ids)
+    except Unrepresentable as e:
+        raise Unrepresentable(f"attribute {key}: {e}") from None
 
 
 __all__ = ["WRITERS", "write_attr"]

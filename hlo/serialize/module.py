@@ -81,15 +81,14 @@ def _instruction(inst: HloInstruction, comp: HloComputation, inst_ids: dict[str,
     proto = hlo_pb2.HloInstructionProto(name=inst.name, opcode=inst.opcode.text, shape=shape_proto(inst.shape),
                                         id=inst_ids[inst.name], operand_ids=[inst_ids[o] for o in inst.operands],
                                         called_computation_ids=_called_ids(inst, comp_ids))
+    for always in ("metadata", "frontend_attributes", "statistics_viz"):  # XLA writes them, empty or not
+        getattr(proto, always).SetInParent()
     if inst.parameter_number is not None:
         proto.parameter_number = inst.parameter_number
     if inst.literal is not None:
         proto.literal.CopyFrom(literal_proto(inst.literal))
     for key, value in inst.attrs.items():
-        try:
-            write_attr(proto, inst, key, value, inst_ids.__getitem__)
-        except Unrepresentable as e:
-            raise Unrepresentable(f"{key}: {e}") from None
+        write_attr(proto, inst, key, value, inst_ids.__getitem__)
     fill_defaults = _XLA_DEFAULTS.get(inst.opcode)
     if fill_defaults is not None:
         fill_defaults(proto, inst, comp)

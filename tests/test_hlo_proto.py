@@ -1,0 +1,175 @@
+"""``hlo/serialize`` (our HloModule as XLA's ``HloModuleProto``) and the ``*_serialized`` compiler-IR stages.
+
+The reference is XLA itself: for each function, ``tf.function(jit_compile=True)``'s ``hlo`` text is parsed by
+our parser and serialized by ours, and every instruction of the result must equal the one in XLA's own
+``hlo_serialized`` bytes of the same module (matched by computation and instruction name, ids replaced by
+the names they refer to), field by field: opcode, shape, operands, called computations, literal, every
+attribute field, metadata.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.compiler.xla import xla_data_pb2
+from tensorflow.compiler.xla.service import hlo_pb2
+
+import hlo
+import tfxla_plugin
+from hlo.serialize import ProtoConversionError, module_proto
+
+RNG = np.random.default_rng(0)
+
+
+def _conv(x, k):
+    return tf.nn.relu(tf.nn.conv2d(x, k, strides=2, padding="SAME") + 0.5)
+
+
+def _loop(x):
+    return tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * 2.0), (0, x))[1]
+
+
+def _constants(x):  # a constant of each element type XLA's LiteralProto stores differently
+    h = tf.cast(x, tf.float16) * tf.constant([1.5, -2.0], tf.float16)
+    b = tf.cast(x, tf.bfloat16) + tf.constant([0.25, 3.0], tf.bfloat16)
+    c = tf.complex(x, x) * tf.constant([1 + 2j, -3j], tf.complex64)
+    i = tf.cast(x, tf.int8) + tf.constant([-7, 5], tf.int8)
+    u = tf.cast(x, tf.uint8) + tf.constant([200, 1], tf.uint8)
+    d = tf.cast(x, tf.float64) * tf.constant([1e-300, 2.5], tf.float64)
+    p = tf.logical_and(x > 0, tf.constant([True, False]))
+    n = tf.cast(x, tf.int64) + tf.constant([2**40, -3], tf.int64)
+    return h, b, c, i, u, d, p, n
+
+
+def _f32(*dims):
+    return tf.constant(RNG.standard_normal(dims).astype(np.float32))
+
+
+CASES = {
+    "matmul_softmax": (lambda x, w: tf.nn.softmax(tf.matmul(x, w) + 1.5), (_f32(2, 3), _f32(3, 4))),
+    "conv_layer": (_conv, (_f32(1, 8, 8, 3), _f32(3, 3, 3, 4))),
+    "while_loop": (_loop, (_f32(4),)),
+    "reduce": (lambda x: tf.reduce_max(x, axis=1) + tf.reduce_sum(x), (_f32(3, 5),)),
+    "gather": (lambda x, i: tf.gather(x, i, axis=1), (_f32(3, 5), tf.constant([0, 2, 4]))),
+    "sort": (lambda x: tf.sort(x, axis=-1, direction="DESCENDING"), (_f32(3, 5),)),
+    "scatter": (lambda x: tf.tensor_scatter_nd_add(x, [[0], [2]], tf.ones((2, 4))), (_f32(3, 4),)),
+    "slice_pad_batch_dot": (lambda x: tf.einsum("bij,bjk->bik", tf.pad(x[:, 1:, ::2], [[0, 0], [1, 0], [0, 1]]), x),
+                            (_f32(2, 3, 3),)),
+    "fft": (lambda x: tf.signal.rfft(x), (_f32(3, 8),)),
+    "max_pool": (lambda x: tf.nn.max_pool2d(x, 2, 2, "VALID"), (_f32(1, 4, 4, 2),)),
+    "constants": (_constants, (_f32(2),)),
+}
+
+
+def _by_name(module: hlo_pb2.HloModuleProto) -> dict:
+    """(computation, instruction) name -> (the instruction with ids cleared, operand names, called names)."""
+    computations = {c.id: c.name for c in module.computations}
+    instructions = {i.id: i.name for c in module.computations for i in c.instructions}
+    out = {}
+    for comp in module.computations:
+        for inst in comp.instructions:
+            plain = hlo_pb2.HloInstructionProto()
+            plain.CopyFrom(inst)
+            for field in ("id", "operand_ids", "called_computation_ids"):
+                plain.ClearField(field)
+            out[comp.name, inst.name] = (plain, [instructions[i] for i in inst.operand_ids],
+                                         [computations[c] for c in inst.called_computation_ids])
+    return out
+
+
+def _computations(module: hlo_pb2.HloModuleProto) -> dict:
+    instructions = {i.id: i.name for c in module.computations for i in c.instructions}
+    return {c.name: (instructions[c.root_id], c.program_shape, c.is_fusion_computation) for c in module.computations}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_our_proto_of_xlas_hlo_equals_xlas_own(case) -> None:
+    fn, args = CASES[case]
+    ir = tf.function(fn, jit_compile=True).experimental_get_compiler_ir(*args)
+    xla = hlo_pb2.HloModuleProto.FromString(ir(stage="hlo_serialized"))
+    ours = hlo_pb2.HloModuleProto.FromString(module_proto(hlo.parse_module(ir(stage="hlo"))).SerializeToString())
+    theirs, mine = _by_name(xla), _by_name(ours)
+    assert theirs.keys() == mine.keys()
+    for key in theirs:
+        assert mine[key] == theirs[key], key
+    assert _computations(ours) == _computations(xla)
+    entry = {c.id: c.name for c in xla.computations}[xla.entry_computation_id]
+    assert (ours.name, ours.entry_computation_name, ours.host_program_shape) == (
+        xla.name, xla.entry_computation_name, xla.host_program_shape)
+    assert {c.id: c.name for c in ours.computations}[ours.entry_computation_id] == entry
+    ids = [i.id for c in ours.computations for i in c.instructions]
+    assert len(set(ids)) == len(ids) and all(i.id >> 32 == c.id for c in ours.computations for i in c.instructions)
+    # callees before callers, as XLA requires of a module's computations
+    position = {c.id: k for k, c in enumerate(ours.computations)}
+    for k, comp in enumerate(ours.computations):
+        assert all(position[c] < k for i in comp.instructions for c in i.called_computation_ids)
+
+
+def test_hlo_serialized_stage_of_our_function_is_the_clusters_module() -> None:
+    x, w = _f32(2, 3), _f32(3, 4)
+    ir = tfxla_plugin.function(lambda x, w: tf.nn.softmax(tf.matmul(x, w))).experimental_get_compiler_ir(x, w)
+    blob = ir(stage="hlo_serialized")
+    assert isinstance(blob, bytes)
+    proto = hlo_pb2.HloModuleProto.FromString(blob)
+    assert proto == module_proto(hlo.parse_module(ir(stage="hlo")))
+    entry = next(c for c in proto.computations if c.id == proto.entry_computation_id)
+    params = sorted((i for i in entry.instructions if i.opcode == "parameter"), key=lambda i: i.parameter_number)
+    assert [(list(p.shape.dimensions), p.shape.element_type) for p in params] == [
+        ([2, 3], xla_data_pb2.F32), ([3, 4], xla_data_pb2.F32)]
+    root = next(i for i in entry.instructions if i.id == entry.root_id)
+    assert root.opcode == "tuple" and [list(s.dimensions) for s in root.shape.tuple_shapes] == [[2, 4]]
+    assert list(proto.host_program_shape.result.tuple_shapes[0].dimensions) == [2, 4]
+
+
+def test_optimized_serialized_stages_mark_fusion_computations() -> None:
+    ir = tfxla_plugin.function(lambda x: x * 2.0 + 1.0).experimental_get_compiler_ir(_f32(3))
+    blob = ir(stage="optimized_hlo_serialized")
+    assert blob == ir(stage="optimized_hlo_proto_serialized")
+    proto = hlo_pb2.HloModuleProto.FromString(blob)
+    assert proto == module_proto(hlo.parse_module(ir(stage="optimized_hlo")))
+    fusions = [i for c in proto.computations for i in c.instructions if i.opcode == "fusion"]
+    assert fusions and all(i.fusion_kind == "kLoop" for i in fusions)
+    called = {c for i in fusions for c in i.called_computation_ids}
+    assert called == {c.id for c in proto.computations if c.is_fusion_computation}
+
+
+def test_raw_attribute_is_refused_naming_the_instruction() -> None:
+    module = hlo.parse_module("""HloModule m
+ENTRY %e (p: f32[2]) -> f32[2] {
+  %p = f32[2]{0} parameter(0)
+  ROOT %neg.7 = f32[2]{0} negate(f32[2]{0} %p), sharding={replicated}
+}""")
+    with pytest.raises(ProtoConversionError, match=r"computation %e, instruction %neg\.7: attribute "
+                                                   r"sharding=\{replicated\} is text we keep uninterpreted"):
+        module_proto(module)
+
+
+def test_elided_constant_and_verbatim_layout_are_refused() -> None:
+    elided = hlo.parse_module("""HloModule m
+ENTRY %e () -> f32[20] {
+  ROOT %c = f32[20]{0} constant({...})
+}""")
+    with pytest.raises(ProtoConversionError, match=r"instruction %c: the constant's values were elided"):
+        module_proto(elided)
+    tiled = hlo.parse_module("""HloModule m
+ENTRY %e (p: f32[8,128]) -> f32[8,128] {
+  ROOT %p = f32[8,128]{1,0:T(8,128)} parameter(0)
+}""")
+    with pytest.raises(ProtoConversionError, match=r"instruction %p: layout \{1,0:T\(8,128\)\} carries text"):
+        module_proto(tiled)
+
+
+def test_stages_refuse_what_has_no_proto_field_naming_stage_cluster_and_attribute() -> None:
+    # our lowering of GatherV2 checks its indices as TF does (index_check=), which XLA's proto cannot say
+    gather = tfxla_plugin.function(lambda x, i: tf.gather(x, i))
+    ir = gather.experimental_get_compiler_ir(_f32(4, 2), tf.constant([1, 3]))
+    with pytest.raises(NotImplementedError, match=r"stage 'hlo_serialized' .* of cluster \w+: .*instruction "
+                                                  r"%\S+: attribute index_check= has no HloInstructionProto field"
+                                                  r".*use stage='hlo'"):
+        ir(stage="hlo_serialized")
+    # the C backend's kernel-shape annotations of a row reduction
+    softmax = tfxla_plugin.function(tf.nn.softmax).experimental_get_compiler_ir(_f32(2, 4))
+    with pytest.raises(NotImplementedError, match=r"stage 'optimized_hlo_serialized' .*attribute row_program= "
+                                                  r"has no HloInstructionProto field.*use stage='optimized_hlo'"):
+        softmax(stage="optimized_hlo_serialized")
