@@ -120,12 +120,15 @@ def test_compiler_ir_dot_graph_of_the_optimized_hlo() -> None:
 
 
 @pytest.mark.parametrize("stage", ["hlo_serialized", "optimized_hlo_serialized", "optimized_hlo_proto_serialized"])
-def test_serialized_proto_stages_are_refused_with_what_to_use(stage) -> None:
+def test_serialized_proto_stages_are_the_text_stages_module_as_hlo_module_proto(stage) -> None:
+    from tensorflow.compiler.xla.service import hlo_pb2
+
+    from hlo.serialize import module_proto
+
     f = tfxla_plugin.function(lambda x: x * 2.0)
     ir = f.experimental_get_compiler_ir(tf.constant([1.0]))
-    text = "optimized_hlo" if stage.startswith("optimized") else "hlo"
-    with pytest.raises(NotImplementedError, match=rf"stage '{stage}' .*use stage='{text}'"):
-        ir(stage=stage)
+    text = "optimized_hlo" if stage.startswith("optimized") else "hlo"  # tests/test_hlo_proto.py tests the rest
+    assert hlo_pb2.HloModuleProto.FromString(ir(stage=stage)) == module_proto(hlo.parse_module(ir(stage=text)))
 
 
 def test_compiler_ir_from_tensor_specs_and_its_errors() -> None:

@@ -1,10 +1,11 @@
 """``hlo/serialize`` (our HloModule as XLA's ``HloModuleProto``) and the ``*_serialized`` compiler-IR stages.
 
-The reference is XLA itself: for each function, ``tf.function(jit_compile=True)``'s ``hlo`` text is parsed by
-our parser and serialized by ours, and every instruction of the result must equal the one in XLA's own
-``hlo_serialized`` bytes of the same module (matched by computation and instruction name, ids replaced by
+The reference is XLA itself: for each function, ``tf.function(jit_compile=True)``'s ``hlo`` and
+``optimized_hlo`` texts are parsed by our parser and serialized by ours, and every instruction of the result
+must equal the one in XLA's own ``hlo_serialized`` / ``optimized_hlo_serialized`` bytes of the same module (matched by computation and instruction name, ids replaced by
 the names they refer to), field by field: opcode, shape, operands, called computations, literal, every
-attribute field, metadata.
+attribute field, metadata, backend_config; so must the computations' roots, signatures and fusion marks and
+the optimized module's schedule.
 """
 
 from __future__ import annotations
@@ -83,17 +84,29 @@ def _computations(module: hlo_pb2.HloModuleProto) -> dict:
     return {c.name: (instructions[c.root_id], c.program_shape, c.is_fusion_computation) for c in module.computations}
 
 
+def _schedule(module: hlo_pb2.HloModuleProto) -> dict[str, list[str]]:
+    names = {i.id: i.name for c in module.computations for i in c.instructions}
+    computations = {c.id: c.name for c in module.computations}
+    return {computations[k]: [names[i] for i in seq.instruction_ids] for k, seq in module.schedule.sequences.items()}
+
+
+@pytest.mark.parametrize("stage", ["hlo", "optimized_hlo"])
 @pytest.mark.parametrize("case", CASES)
-def test_our_proto_of_xlas_hlo_equals_xlas_own(case) -> None:
+def test_our_proto_of_xlas_hlo_equals_xlas_own(case, stage) -> None:
     fn, args = CASES[case]
     ir = tf.function(fn, jit_compile=True).experimental_get_compiler_ir(*args)
-    xla = hlo_pb2.HloModuleProto.FromString(ir(stage="hlo_serialized"))
-    ours = hlo_pb2.HloModuleProto.FromString(module_proto(hlo.parse_module(ir(stage="hlo"))).SerializeToString())
+    xla = hlo_pb2.HloModuleProto.FromString(ir(stage=stage + "_serialized"))
+    module = hlo.parse_module(ir(stage=stage))
+    if stage == "optimized_hlo":  # HloModuleConfig state XLA's text prints and its proto has no field for
+        assert module.attrs["alias_passthrough_params"] is True and module.attrs["is_scheduled"] is True
+        module = module.replace(attrs=module.attrs.remove("alias_passthrough_params"))
+    ours = hlo_pb2.HloModuleProto.FromString(module_proto(module).SerializeToString())
     theirs, mine = _by_name(xla), _by_name(ours)
     assert theirs.keys() == mine.keys()
     for key in theirs:
         assert mine[key] == theirs[key], key
     assert _computations(ours) == _computations(xla)
+    assert _schedule(ours) == _schedule(xla) and bool(_schedule(ours)) == (stage == "optimized_hlo")
     entry = {c.id: c.name for c in xla.computations}[xla.entry_computation_id]
     assert (ours.name, ours.entry_computation_name, ours.host_program_shape) == (
         xla.name, xla.entry_computation_name, xla.host_program_shape)
@@ -120,6 +133,21 @@ def test_hlo_serialized_stage_of_our_function_is_the_clusters_module() -> None:
     root = next(i for i in entry.instructions if i.id == entry.root_id)
     assert root.opcode == "tuple" and [list(s.dimensions) for s in root.shape.tuple_shapes] == [[2, 4]]
     assert list(proto.host_program_shape.result.tuple_shapes[0].dimensions) == [2, 4]
+
+
+def test_a_function_of_two_clusters_gets_a_proto_per_cluster() -> None:
+    def fn(x):  # the string round trip stays in TensorFlow, splitting the math into two clusters
+        y = tf.sin(tf.exp(x) * 2.0 + 1.0) - 3.0
+        z = tf.strings.to_number(tf.strings.as_string(y))
+        return tf.cos(tf.tanh(z) + 1.0) * 4.0 - 2.0
+
+    ir = tfxla_plugin.function(fn, jit_compile="auto").experimental_get_compiler_ir(_f32(3))
+    blobs = ir(stage="hlo_serialized")
+    texts = ir(stage="hlo").split("\nHloModule ")
+    assert isinstance(blobs, list) and len(blobs) == len(texts) == 2
+    for blob, text in zip(blobs, texts):
+        module = hlo.parse_module(text if text.startswith("HloModule") else "HloModule " + text)
+        assert hlo_pb2.HloModuleProto.FromString(blob) == module_proto(module)
 
 
 def test_optimized_serialized_stages_mark_fusion_computations() -> None:

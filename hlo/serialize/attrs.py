@@ -4,7 +4,8 @@
 instruction names to ids). The called-computation attributes (``to_apply=``, ``body=``, ...) are written by
 ``module.py`` in XLA's order, and ``metadata=`` maps its keys onto ``OpMetadata``'s fields. A key missing
 from the table has no proto field (our ``index_check=``, the backends' annotations); a ``Raw`` value is
-text we never interpreted: both are refused by ``write_attr``.
+text we never interpreted: both are refused by ``write_attr`` (but for ``backend_config=``, whose proto
+field is that text).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from hlo.ir import HloInstruction
 from hlo.opcodes import CALLED_COMPUTATION_ATTRS, Opcode
 from hlo.serialize.shapes import Unrepresentable
 
-Proto = hlo_pb2.HloInstructionProto
+Proto = Any  # hlo_pb2.HloInstructionProto (TensorFlow ships no type information)
 Writer = Callable[[Proto, HloInstruction, Any, Callable[[str], int]], None]
 
 
@@ -135,8 +136,9 @@ def _called(_proto: Proto, _inst, _value, _ids) -> None:
     """Written by ``module.py`` (XLA orders a while's ``body`` before its ``condition``)."""
 
 
-def _backend_config(proto: Proto, _inst, value: str, _ids) -> None:
-    proto.backend_config = value.encode()
+def _backend_config(proto: Proto, _inst, value: str | Raw, _ids) -> None:
+    """XLA's backend_config is an opaque string in the proto too: quoted or as bare JSON, the text is it."""
+    proto.backend_config = (value.text if isinstance(value, Raw) else value).encode()
 
 
 _GATHER = ("offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",
@@ -180,9 +182,13 @@ WRITERS: dict[str, Writer] = {
 }
 
 
+# attributes whose proto field is itself text, so that text we keep verbatim is their value
+_TEXT_FIELDS = frozenset({"backend_config"})
+
+
 def write_attr(proto: Proto, inst: HloInstruction, key: str, value, ids: Callable[[str], int]) -> None:
     """Set the fields of attribute ``key``; ``Unrepresentable`` when it is raw text or has no proto field."""
-    if isinstance(value, Raw):
+    if isinstance(value, Raw) and key not in _TEXT_FIELDS:
         raise Unrepresentable(f"attribute {key}={value} is text we keep uninterpreted")
     writer = WRITERS.get(key)
     if writer is None:

@@ -41,7 +41,9 @@ def _default_comparison_type(proto: hlo_pb2.HloInstructionProto, inst: HloInstru
 _XLA_DEFAULTS = {Opcode.DOT: _default_precision, Opcode.CONVOLUTION: _default_groups,
                  Opcode.COMPARE: _default_comparison_type}
 # Module header attributes with a proto form, and the value each other one must have to need none.
-_HEADER_DEFAULTS = {"is_scheduled": False, "alias_passthrough_params": False}
+# (is_scheduled=true is the schedule ``_schedule`` writes; alias_passthrough_params is HloModuleConfig state,
+# which has no HloModuleProto field.)
+_HEADER_DEFAULTS = {"alias_passthrough_params": False}
 
 
 class ProtoConversionError(HloError):
@@ -69,7 +71,7 @@ def _program_shape(params, result, names) -> xla_data_pb2.ProgramShapeProto:
 def _called_ids(inst: HloInstruction, comp_ids: dict[str, int]) -> list[int]:
     order = _CALL_ORDER.get(inst.opcode)
     keys = order if order is not None else [k for k in inst.attrs if k in inst.opcode.calls]
-    ids = []
+    ids: list[int] = []
     for key in keys:
         value = inst.attrs.get(key)
         refs = value if isinstance(value, tuple) else (value,) if value is not None else ()
@@ -120,12 +122,19 @@ def _computation(comp: HloComputation, comp_id: int, comp_ids: dict[str, int],
 
 def _check_header(module: HloModule) -> None:
     for key, value in module.attrs.items():
-        if key == "entry_computation_layout" and isinstance(value, ProgramShape):
+        if (key, type(value)) in (("entry_computation_layout", ProgramShape), ("is_scheduled", bool)):
             continue
         if key in _HEADER_DEFAULTS and value == _HEADER_DEFAULTS[key]:
             continue
-        raise ProtoConversionError(f"module attribute {key}={value} has no HloModuleProto form we fill "
-                                   f"(a schedule or aliasing would have to be invented)")
+        raise ProtoConversionError(f"module attribute {key}={value} has no HloModuleProto field")
+
+
+def _schedule(proto: hlo_pb2.HloModuleProto) -> None:
+    """An ``is_scheduled=true`` module's schedule: each non-fusion computation runs its instructions in the
+    order the text lists them (what XLA's printer writes and its parser reads back as the sequence)."""
+    for comp in proto.computations:
+        if not comp.is_fusion_computation:
+            proto.schedule.sequences[comp.id].instruction_ids.extend(i.id for i in comp.instructions)
 
 
 def module_proto(module: HloModule) -> hlo_pb2.HloModuleProto:
@@ -138,6 +147,8 @@ def module_proto(module: HloModule) -> hlo_pb2.HloModuleProto:
                                    entry_computation_id=comp_ids[module.entry_name])
     proto.computations.extend(_computation(c, comp_ids[c.name], comp_ids, fusion_bodies)
                               for c in module.computations)
+    if module.attrs.get("is_scheduled", False):
+        _schedule(proto)
     layout = module.entry_layout
     try:
         proto.host_program_shape.CopyFrom(_program_shape(layout.parameters, layout.result,
