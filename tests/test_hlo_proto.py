@@ -43,6 +43,13 @@ def _constants(x):  # a constant of each element type XLA's LiteralProto stores 
     return h, b, c, i, u, d, p, n
 
 
+def _max_pool_grad(x):  # select-and-scatter
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.nn.max_pool2d(x, 2, 2, "VALID")
+    return tape.gradient(y, x)
+
+
 def _f32(*dims):
     return tf.constant(RNG.standard_normal(dims).astype(np.float32))
 
@@ -59,6 +66,10 @@ CASES = {
                             (_f32(2, 3, 3),)),
     "fft": (lambda x: tf.signal.rfft(x), (_f32(3, 8),)),
     "max_pool": (lambda x: tf.nn.max_pool2d(x, 2, 2, "VALID"), (_f32(1, 4, 4, 2),)),
+    "max_pool_grad": (_max_pool_grad, (_f32(1, 4, 4, 2),)),
+    "cond": (lambda x: tf.cond(tf.reduce_sum(x) > 0, lambda: x * 2.0, lambda: -x), (_f32(3),)),
+    "case": (lambda i, x: tf.switch_case(i, [lambda: x + 1.0, lambda: x * 3.0, lambda: tf.sin(x)]),
+             (tf.constant(1), _f32(3))),
     "constants": (_constants, (_f32(2),)),
 }
 

@@ -14,7 +14,10 @@ from hlo.serialize.shapes import Unrepresentable, literal_proto, shape_proto
 from hlo.shapes import array_shape
 
 # The order XLA keeps an instruction's called computations in, where it is not the text's attribute order.
-_CALL_ORDER: dict[Opcode, tuple[str, ...]] = {Opcode.WHILE: ("body", "condition")}
+_CALL_ORDER: dict[Opcode, tuple[str, ...]] = {
+    Opcode.WHILE: ("body", "condition"),
+    Opcode.CONDITIONAL: ("true_computation", "false_computation", "branch_computations"),
+}
 
 
 def _default_precision(proto: hlo_pb2.HloInstructionProto, inst: HloInstruction, _comp: HloComputation) -> None:
