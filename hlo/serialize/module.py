@@ -43,9 +43,9 @@ def _default_comparison_type(proto: hlo_pb2.HloInstructionProto, inst: HloInstru
 # What XLA's parser fills in where the text leaves an attribute out (it prints none of these defaults).
 _XLA_DEFAULTS = {Opcode.DOT: _default_precision, Opcode.CONVOLUTION: _default_groups,
                  Opcode.COMPARE: _default_comparison_type}
-# Module header attributes with a proto form, and the value each other one must have to need none.
-# (is_scheduled=true is the schedule ``_schedule`` writes; alias_passthrough_params is HloModuleConfig state,
-# which has no HloModuleProto field.)
+# Module header attributes with no HloModuleProto field (HloModuleConfig state), and the one value each may
+# have: the one that needs no field. (entry_computation_layout is host_program_shape; is_scheduled=true the
+# schedule ``_schedule`` writes.)
 _HEADER_DEFAULTS = {"alias_passthrough_params": False}
 
 
