@@ -199,16 +199,17 @@ ENTRY %e (p: f32[8,128]) -> f32[8,128] {
         module_proto(tiled)
 
 
-def test_stages_refuse_what_has_no_proto_field_naming_stage_cluster_and_attribute() -> None:
-    # our lowering of GatherV2 checks its indices as TF does (index_check=), which XLA's proto cannot say
+def test_our_own_attributes_travel_as_frontend_attributes_in_their_text_form() -> None:
+    # our lowering of GatherV2 checks its indices as TF does (index_check=), which XLA has no field for
     gather = tfxla_plugin.function(lambda x, i: tf.gather(x, i))
     ir = gather.experimental_get_compiler_ir(_f32(4, 2), tf.constant([1, 3]))
-    with pytest.raises(NotImplementedError, match=r"stage 'hlo_serialized' .* of cluster \w+: .*instruction "
-                                                  r"%\S+: attribute index_check= has no HloInstructionProto field"
-                                                  r".*use stage='hlo'"):
-        ir(stage="hlo_serialized")
-    # the C backend's kernel-shape annotations of a row reduction
+    module = hlo_pb2.HloModuleProto.FromString(ir(stage="hlo_serialized"))
+    marked = [i for c in module.computations for i in c.instructions if "tfxla.index_check" in i.frontend_attributes.map]
+    assert [i.opcode for i in marked] == ["gather"]
+    assert f"index_check={marked[0].frontend_attributes.map['tfxla.index_check']}" in ir(stage="hlo")
+    # the C backend's kernel-shape annotation of a row reduction (softmax): its printed text, verbatim
     softmax = tfxla_plugin.function(tf.nn.softmax).experimental_get_compiler_ir(_f32(2, 4))
-    with pytest.raises(NotImplementedError, match=r"stage 'optimized_hlo_serialized' .*attribute row_program= "
-                                                  r"has no HloInstructionProto field.*use stage='optimized_hlo'"):
-        softmax(stage="optimized_hlo_serialized")
+    module = hlo_pb2.HloModuleProto.FromString(softmax(stage="optimized_hlo_serialized"))
+    programs = [i.frontend_attributes.map["tfxla.row_program"] for c in module.computations for i in c.instructions
+                if "tfxla.row_program" in i.frontend_attributes.map]
+    assert programs and all(f"row_program={p}" in softmax(stage="optimized_hlo") for p in programs)

@@ -13,11 +13,12 @@ definition is installed with TensorFlow, ``tensorflow.compiler.xla.service.hlo_p
 the module as lowered, ``optimized_hlo_serialized`` and ``optimized_hlo_proto_serialized`` (TensorFlow's
 two names for the same bytes) of the optimized one. A function of one cluster gets ``bytes``, as from
 TensorFlow; one of several clusters a list of ``bytes``, one per cluster in cluster order (protos cannot be
-concatenated as the text stages' modules are). A module that holds what an ``HloModuleProto`` cannot carry
-faithfully (an attribute kept as uninterpreted text, ``hlo.attributes.Raw``; our ``index_check=`` of a TF
-gather/scatter; the backends' kernel-shape annotations, ``row_program=`` and the like, which most optimized
-modules of the C backend hold) is refused with a ``NotImplementedError`` naming the stage, the cluster, the
-instruction and the attribute; its text stage is what XLA's own HLO parser reads.
+concatenated as the text stages' modules are). Our own attributes (``index_check=`` of a TF gather/scatter,
+the backends' kernel-shape annotations such as ``row_program=``) travel as ``frontend_attributes``
+``tfxla.<key>``. A module that holds what an ``HloModuleProto`` cannot carry faithfully (an attribute kept
+as uninterpreted text, ``hlo.attributes.Raw``; an elided constant; tiled layouts) is refused with a
+``NotImplementedError`` naming the stage, the cluster, the instruction and the attribute; its text stage is
+what XLA's own HLO parser reads.
 """
 
 from __future__ import annotations

@@ -9,10 +9,11 @@ defaults XLA's parser fills in where the text leaves them out, and for an ``is_s
 schedule its text order is. ``serialize_module`` is its ``SerializeToString()``. ``tests/test_hlo_proto.py``
 checks the result against XLA's own bytes for XLA's own modules, as lowered and as optimized.
 
+Our own attributes, which XLA does not have (``index_check=``, the backends' kernel-shape annotations),
+travel in ``frontend_attributes`` as ``tfxla.<key>`` -> their text form (``attrs.OWN_ATTRS``).
 The proto is never silently incomplete: an attribute held as uninterpreted text (``hlo.attributes.Raw``;
-but ``backend_config=``, an opaque string in the proto too), one with no proto field (our ``index_check=``,
-the backends' kernel-shape annotations, the header's ``alias_passthrough_params=true``, which is
-``HloModuleConfig`` state), an elided constant (``{...}``) or layout text we keep verbatim (tiles, memory
+but ``backend_config=``, an opaque string in the proto too), one with no proto field (the header's
+``alias_passthrough_params=true``, which is ``HloModuleConfig`` state), an elided constant (``{...}``) or layout text we keep verbatim (tiles, memory
 space) is a ``ProtoConversionError`` naming the computation, the instruction and the attribute.
 """
 

@@ -3,9 +3,11 @@
 ``WRITERS[key](proto, inst, value, ids)`` sets the fields attribute ``key`` stands for (``ids`` resolves
 instruction names to ids). The called-computation attributes (``to_apply=``, ``body=``, ...) are written by
 ``module.py`` in XLA's order, and ``metadata=`` maps its keys onto ``OpMetadata``'s fields. A key missing
-from the table has no proto field (our ``index_check=``, the backends' annotations); a ``Raw`` value is
-text we never interpreted: both are refused by ``write_attr`` (but for ``backend_config=``, whose proto
-field is that text).
+from the table has no proto field and is refused by ``write_attr``, as is a ``Raw`` value (text we never
+interpreted; but for ``backend_config=``, whose proto field is that text). Our own attributes, which XLA
+does not have (``index_check=`` and the backends' kernel-shape annotations, ``OWN_ATTRS``), travel in the
+instruction's ``frontend_attributes`` map, XLA's place for attributes a frontend adds, as
+``tfxla.<key>`` -> their text form (what ``hlo/text`` prints and parses); XLA ignores keys it does not know.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from hlo.attributes import ConvDimLabels, Ident, OpMetadata, PadDim, Raw, SliceD
 from hlo.ir import HloInstruction
 from hlo.opcodes import CALLED_COMPUTATION_ATTRS, Opcode
 from hlo.serialize.shapes import Unrepresentable
+from hlo.text import annotation_codecs
+from hlo.text.attr_codecs import format_value
 
 Proto = Any  # hlo_pb2.HloInstructionProto (TensorFlow ships no type information)
 Writer = Callable[[Proto, HloInstruction, Any, Callable[[str], int]], None]
@@ -182,6 +186,11 @@ WRITERS: dict[str, Writer] = {
 }
 
 
+# our attributes with no XLA counterpart: written to frontend_attributes as "tfxla.<key>" -> text
+OWN_ATTRS = frozenset(annotation_codecs.READERS) | {"index_check"}
+OWN_PREFIX = "tfxla."
+
+
 # attributes whose proto field is itself text, so that text we keep verbatim is their value
 _TEXT_FIELDS = frozenset({"backend_config"})
 
@@ -190,6 +199,9 @@ def write_attr(proto: Proto, inst: HloInstruction, key: str, value, ids: Callabl
     """Set the fields of attribute ``key``; ``Unrepresentable`` when it is raw text or has no proto field."""
     if isinstance(value, Raw) and key not in _TEXT_FIELDS:
         raise Unrepresentable(f"attribute {key}={value} is text we keep uninterpreted")
+    if key in OWN_ATTRS:
+        proto.frontend_attributes.map[OWN_PREFIX + key] = format_value(value)
+        return
     writer = WRITERS.get(key)
     if writer is None:
         raise Unrepresentable(f"attribute {key}= has no HloInstructionProto field")
@@ -199,4 +211,4 @@ def write_attr(proto: Proto, inst: HloInstruction, key: str, value, ids: Callabl
         raise Unrepresentable(f"attribute {key}: {e}") from None
 
 
-__all__ = ["WRITERS", "write_attr"]
+__all__ = ["OWN_ATTRS", "OWN_PREFIX", "WRITERS", "write_attr"]
