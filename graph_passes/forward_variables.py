@@ -28,7 +28,9 @@ TF defines them by:
   ``Div`` have no dense TF op and leave their variable alone.
 
 A variable is left alone when its
-handle does not come straight from a ``Placeholder``/``VarHandleOp`` (another op could alias it), when
+handle does not come straight from a ``Placeholder``/``VarHandleOp``/resource ``_Arg`` (another op could
+alias it), when it is an ``_Arg`` that may be the same variable as another ``_Arg`` at run time (a variable
+passed as an argument: ``_may_alias``), when
 anything but ``ReadVariableOp``/``Assign*VariableOp`` uses its handle, or when two of its ops are not
 ordered by the graph's edges (``skipped`` says which and why).
 """
@@ -97,7 +99,53 @@ def _unordered(index: GraphIndex, rank: dict[str, int], ops: list) -> tuple[str,
 
 
 def _is_handle(node) -> bool:
+    if node.op == "_Arg":
+        return node.attr["T"].type == DT_RESOURCE
     return node.op == "VarHandleOp" or (node.op == "Placeholder" and node.attr["dtype"].type == DT_RESOURCE)
+
+
+def _variable_type(node) -> tuple | None:
+    """A resource ``_Arg``'s variable dtype and shape (its ``_handle_dtypes``/``_handle_shapes``), None
+    when it has none."""
+    shapes, dtypes = node.attr["_handle_shapes"].list.shape, node.attr["_handle_dtypes"].list.type
+    if len(shapes) != 1 or len(dtypes) != 1:
+        return None
+    return int(dtypes[0]), tuple(d.size for d in shapes[0].dim), shapes[0].unknown_rank
+
+
+def _captured(node) -> bool:
+    """Whether a resource ``_Arg`` stands for a captured variable: an argument's ``_Arg`` is named as its
+    Python parameter (``_user_specified_name``), a capture's after the op that first used the handle
+    (``add_readvariableop_resource``, Keras's ``unknown_3``) with another user-specified name (``resource``,
+    the handle's id). Either way round a mistake only leaves a variable unforwarded."""
+    specified = node.attr["_user_specified_name"].s.decode() if "_user_specified_name" in node.attr else ""
+    return bool(specified) and specified != node.name
+
+
+def _iterator(index: GraphIndex, node) -> bool:
+    """A resource ``_Arg`` without handle attrs whose only users are iterator ops (a data set iterator)."""
+    users = [index.by_name[c].op for c in index.successors(node.name)]
+    return "_handle_dtypes" not in node.attr and bool(users) and all(op.startswith("Iterator") for op in users)
+
+
+def _may_alias(index: GraphIndex) -> dict[str, str]:
+    """Resource ``_Arg`` tensor -> why it may be the same variable as another ``_Arg`` at run time.
+
+    Two handles of one variable have the same dtype and shape; two captures are distinct variables (each
+    eager variable has its own resource and one handle), but a variable passed as an argument may be any
+    other argument or capture. So a resource ``_Arg`` is trusted unless another resource ``_Arg`` of its
+    dtype and shape exists and one of the two is not a capture (or either has no handle attrs)."""
+    args = [n for n in index.nodes if n.op == "_Arg" and n.attr["T"].type == DT_RESOURCE and not _iterator(index, n)]
+    out: dict[str, str] = {}
+    for a in args:
+        for b in args:
+            if a is b or (_captured(a) and _captured(b)):
+                continue
+            ta, tb = _variable_type(a), _variable_type(b)
+            if ta is None or tb is None or ta == tb:
+                out[tensor(a.name, 0)] = f"_Arg '{a.name}' may be the same variable as _Arg '{b.name}' at run time"
+                break
+    return out
 
 
 def _touches(index: GraphIndex, order: list[str]) -> tuple[dict[str, list], dict[str, str]]:
@@ -124,6 +172,10 @@ def _touches(index: GraphIndex, order: list[str]) -> tuple[dict[str, list], dict
         elif producer.op == "VarHandleOp" and len(shared[producer.attr["shared_name"].s or
                                                          producer.name.encode()]) > 1:
             skipped.setdefault(handle, f"another VarHandleOp shares the variable of '{producer.name}'")
+    aliased = _may_alias(index)
+    for handle in touches:
+        if handle in aliased:
+            skipped.setdefault(handle, aliased[handle])
     return touches, skipped
 
 

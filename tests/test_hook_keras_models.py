@@ -102,7 +102,10 @@ SCRIPT = """
                       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         read = ReadWeights()
         history = m.fit(x, y, epochs=3, batch_size=16, shuffle=False, verbose=0, callbacks=[read])
+        slots = [v.numpy().tolist() for v in m.optimizer.variables]  # before evaluate resets the metrics
+        totals = [v.numpy().tolist() for metric in m.metrics for v in metric.variables]
         return dict(history=history.history, epochs=read.seen, names=[w.path for w in m.weights],
+                    slots=slots, totals=totals,
                     weights=[w.numpy().tolist() for w in m.weights],
                     evaluate=m.evaluate(x, y, batch_size=16, verbose=0),
                     predict=m.predict(x, batch_size=16, verbose=0).tolist())
@@ -153,6 +156,10 @@ def test_fit_evaluate_predict_and_weights_between_epochs_match_tf(runs, case) ->
     for got, want in zip(on["weights"], off["weights"]):
         np.testing.assert_allclose(got, want, atol=ATOL)
     assert on["epochs"][-1] == on["weights"]  # the callback read the live variables
+    # the optimizer's iteration count and slots (momenta, Adam's moments), the metrics' totals and counts
+    assert len(on["slots"]) == len(off["slots"]) >= 3 and len(on["totals"]) == len(off["totals"]) >= 4
+    for got, want in zip(on["slots"] + on["totals"], off["slots"] + off["totals"], strict=True):
+        np.testing.assert_allclose(got, want, rtol=LOSS_RTOL, atol=ATOL)
     np.testing.assert_allclose(on["evaluate"], off["evaluate"], rtol=LOSS_RTOL)
     np.testing.assert_allclose(on["predict"], off["predict"], atol=ATOL)
 

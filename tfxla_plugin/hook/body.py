@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 
 from graph_passes.pipeline import ClusteringResult, analyze, rewrite
 from graph_passes.rewrite import LAUNCH_OP, LaunchSpec, RewriteResult, standard_attrs
-from hlo.lowering.tensor_names import control
+from hlo.lowering.tensor_names import control, node_name
 from tfxla_plugin.cluster_compiler import CompiledCluster
 from tfxla_plugin import compiled_graph
 from tfxla_plugin.compiled_graph import cluster_options
@@ -92,7 +92,52 @@ def rewrite_body(graph_def, preserve: Sequence[str], flags: Flags, *, must_compi
         return LaunchSpec(standard_attrs(spec, kernel_hash=c.kernel_hash), kernel_path=c.kernel_path)
 
     rewritten = rewrite(analysis, launch)
+    keep_alive(graph_def, rewritten.graph_def, fetches)
     return BodyResult(rewritten.graph_def, analysis=analysis, clusters=compiled, released=released, rewritten=rewritten)
+
+
+def _ancestors(nodes, roots) -> set[str]:
+    by_name = {n.name: n for n in nodes}
+    seen: set[str] = set()
+    work = [r for r in roots if r in by_name]
+    while work:
+        name = work.pop()
+        if name not in seen:
+            seen.add(name)
+            work.extend(node_name(i) for i in by_name[name].input)
+    return seen
+
+
+def _stateful(op: str) -> bool:
+    from tensorflow.python.framework import op_def_registry
+
+    op_def = op_def_registry.get(op)
+    return op_def is None or op_def.is_stateful
+
+
+def keep_alive(original, rewritten, fetches: Sequence[str]) -> list[str]:
+    """Give every stateful node of ``rewritten`` (in place) that TF ran in ``original`` (an ancestor of
+    a fetch) and no fetch needs any more a control edge to the ``_Retval`` nodes; the names of those nodes.
+
+    TF's function runtime runs only what the results and control outputs need. A variable's write
+    followed by a read (a metric's ``assign_add`` and its ``result()``, Adam's ``m`` updated then read)
+    is kept by its control edge to the read, the variable's last op, which auto control dependencies
+    make a control output; forwarded (``graph_passes.forward_variables``), the read takes the written
+    value inside the launch, and the write (of a launch output) would be pruned. A ``_Retval`` waits for
+    it instead: a function returns when all its nodes have run, so nothing runs later than before."""
+    roots = [node_name(f) for f in fetches]
+    before = _ancestors(original.node, roots)
+    after = _ancestors(rewritten.node, roots)
+    lost = [n.name for n in rewritten.node if n.name in before and n.name not in after and n.op != "_Arg"
+            and _stateful(n.op)]
+    if not lost:
+        return []
+    sinks = [n for n in rewritten.node if n.op == "_Retval"]
+    if not sinks:
+        raise ValueError(f"no _Retval to keep {len(lost)} stateful node(s) alive, e.g. '{lost[0]}'")
+    for sink in sinks:
+        sink.input.extend(control(n) for n in lost)
+    return lost
 
 
 def release_from_xla(graph_def) -> tuple[object, list[str]]:
@@ -112,4 +157,4 @@ def release_from_xla(graph_def) -> tuple[object, list[str]]:
     return out, calls
 
 
-__all__ = ["BODY_OPS", "XLA_MUST_COMPILE", "BodyResult", "release_from_xla", "rewrite_body"]
+__all__ = ["BODY_OPS", "XLA_MUST_COMPILE", "BodyResult", "keep_alive", "release_from_xla", "rewrite_body"]
