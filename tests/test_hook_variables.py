@@ -1,13 +1,14 @@
-"""Variables in a hooked function body (one child process: the plugin is process-wide, tests/hook_child.py).
+"""Variables in a hooked function body (the plugin is process-wide: its scenarios run in a child, tests/hook_child.py).
 
 Grappler hands the hook a function's variables as resource ``_Arg`` nodes; ``graph_passes.forward_variables``
 forwards their values through the launch (writes of launch outputs, reads of the value just written), and
 ``hook.body.keep_alive`` keeps the writes TF's function runtime would otherwise prune. Checked against the
-same calls without the switch, on fresh variables of the same values: a ``v.assign_add`` / ``assign_sub``
+same calls without the switch, on fresh variables of the same values (in a child process): a ``v.assign_add`` / ``assign_sub``
 chain read back in the same call, a Keras optimizer's ``apply_gradients`` (Adam: slots updated then read),
 and a concrete function traced for two variables called with one variable twice (the two ``_Arg``s alias:
 forwarding them as two variables would return the value before the second write).
-Tolerance: float32 elementwise ops and one matmul, our kernels against TF's: 1e-5.
+Then the two rules on their own: which ``_Arg``s may alias (``forward_variables._may_alias``), and
+``keep_alive`` on a small graph. Tolerance: float32 elementwise ops and one matmul, our kernels against TF's: 1e-5.
 """
 
 from __future__ import annotations
@@ -111,3 +112,68 @@ def test_one_variable_passed_as_two_arguments_gives_tfs_result(runs) -> None:
     np.testing.assert_allclose(on["v"], off["v"], atol=TOL)
     np.testing.assert_allclose(on["y"], off["y"], atol=TOL)
     assert "TfxlaLaunch" in ops, ops  # compiled, with the variables' reads and writes left in TF
+
+
+def _node(graph, name: str, op: str, inputs=(), **attrs):
+    node = graph.node.add(name=name, op=op, input=list(inputs))
+    for key, value in attrs.items():
+        node.attr[key].CopyFrom(value)
+    return node
+
+
+def _resource_arg(graph, name: str, specified: str, dims=(4, 4)):
+    import tensorflow as tf
+
+    node = _node(graph, name, "_Arg")
+    node.attr["T"].type = tf.resource.as_datatype_enum
+    node.attr["_user_specified_name"].s = specified.encode()
+    node.attr["_handle_dtypes"].list.type.append(tf.float32.as_datatype_enum)
+    node.attr["_handle_shapes"].list.shape.add().CopyFrom(tf.TensorShape(list(dims)).as_proto())
+    return node
+
+
+def test_an_argument_of_a_captures_dtype_and_shape_may_alias_it_two_captures_do_not() -> None:
+    import tensorflow as tf
+
+    from graph_passes._graph import GraphIndex
+    from graph_passes.forward_variables import _may_alias
+
+    g = tf.compat.v1.GraphDef()
+    _resource_arg(g, "unknown", "629")  # Keras's captures
+    _resource_arg(g, "unknown_0", "631")
+    _resource_arg(g, "other_shape", "other_shape", dims=(3,))  # an argument, but no capture is (3,)
+    it = _node(g, "iterator", "_Arg")
+    it.attr["T"].type = tf.resource.as_datatype_enum
+    it.attr["_user_specified_name"].s = b"iterator"
+    _node(g, "next", "IteratorGetNext", ["iterator"])
+    assert _may_alias(GraphIndex(g.node)) == {}
+    _resource_arg(g, "a", "a")  # a variable passed as an argument: it may be either capture
+    aliased = _may_alias(GraphIndex(g.node))
+    assert set(aliased) == {"unknown:0", "unknown_0:0", "a:0"}, aliased
+    assert aliased["a:0"] == "_Arg 'a' may be the same variable as _Arg 'unknown' at run time"
+
+
+def test_keep_alive_ties_a_write_no_fetch_needs_any_more_to_the_retvals() -> None:
+    import tensorflow as tf
+
+    from tfxla_plugin.hook.body import keep_alive
+
+    original = tf.compat.v1.GraphDef()
+    _resource_arg(original, "v", "resource")
+    value = _node(original, "value", "Const")
+    value.attr["dtype"].type = tf.float32.as_datatype_enum
+    _node(original, "write", "AssignVariableOp", ["v", "value"]).attr["dtype"].type = tf.float32.as_datatype_enum
+    _node(original, "read", "ReadVariableOp", ["v", "^write"]).attr["dtype"].type = tf.float32.as_datatype_enum
+    # "unrun": no fetch needs it before or after, TF does not run it: it stays so
+    _node(original, "unrun", "AssignVariableOp", ["v", "value"]).attr["dtype"].type = tf.float32.as_datatype_enum
+    _node(original, "done", "NoOp", ["^read"])
+    _node(original, "ret", "_Retval", ["value"])
+    fetches = ["^done", "^ret"]
+    # TF kept "write" through "read"; the forwarded read no longer orders after it
+    rewritten = tf.compat.v1.GraphDef()
+    rewritten.CopyFrom(original)
+    read = next(n for n in rewritten.node if n.name == "read")
+    read.op, read.input[:] = "Identity", ["value"]
+    assert keep_alive(original, rewritten, fetches) == ["write"]
+    assert list(rewritten.node[-1].input) == ["value", "^write"]
+    assert keep_alive(original, rewritten, fetches) == []  # alive now

@@ -10,7 +10,8 @@ passes as ``tfxla_plugin.function`` (``graph_passes.pipeline.analyze``: inline, 
 mark, cluster, extract), compiles every cluster through the kernel cache
 (``compiled_graph.compile_clusters``) and replaces each by one launch node (``pipeline.rewrite``). The
 nodes Grappler must preserve (fetches, control outputs) and every ``_Arg``/``_Retval`` are the
-fetches, so they keep their names. A node whose shapes are not static stays in TensorFlow ("dynamic
+fetches, so they keep their names; a variable's write that only a forwarded read kept running is tied
+to the ``_Retval``s (``keep_alive``). A node whose shapes are not static stays in TensorFlow ("dynamic
 shape", as in ``mark``). Calls TF would hand to XLA (``jit_compile=True`` functions called from another
 function) are released to the hook first (``release_from_xla``), and what a caller knows of the functions
 it calls reaches their bodies (``callees``: variable shapes, and whether the function asked for
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from graph_passes.pipeline import ClusteringResult, analyze, rewrite
-from graph_passes.rewrite import LAUNCH_OP, LaunchSpec, RewriteResult, standard_attrs
+from graph_passes.rewrite import LAUNCH_OP, LaunchSpec, RewriteResult, _live, _stateful, standard_attrs
 from hlo.lowering.tensor_names import control, node_name
 from tfxla_plugin.cluster_compiler import CompiledCluster
 from tfxla_plugin import compiled_graph
@@ -96,25 +97,6 @@ def rewrite_body(graph_def, preserve: Sequence[str], flags: Flags, *, must_compi
     return BodyResult(rewritten.graph_def, analysis=analysis, clusters=compiled, released=released, rewritten=rewritten)
 
 
-def _ancestors(nodes, roots) -> set[str]:
-    by_name = {n.name: n for n in nodes}
-    seen: set[str] = set()
-    work = [r for r in roots if r in by_name]
-    while work:
-        name = work.pop()
-        if name not in seen:
-            seen.add(name)
-            work.extend(node_name(i) for i in by_name[name].input)
-    return seen
-
-
-def _stateful(op: str) -> bool:
-    from tensorflow.python.framework import op_def_registry
-
-    op_def = op_def_registry.get(op)
-    return op_def is None or op_def.is_stateful
-
-
 def keep_alive(original, rewritten, fetches: Sequence[str]) -> list[str]:
     """Give every stateful node of ``rewritten`` (in place) that TF ran in ``original`` (an ancestor of
     a fetch) and no fetch needs any more a control edge to the ``_Retval`` nodes; the names of those nodes.
@@ -126,8 +108,8 @@ def keep_alive(original, rewritten, fetches: Sequence[str]) -> list[str]:
     value inside the launch, and the write (of a launch output) would be pruned. A ``_Retval`` waits for
     it instead: a function returns when all its nodes have run, so nothing runs later than before."""
     roots = [node_name(f) for f in fetches]
-    before = _ancestors(original.node, roots)
-    after = _ancestors(rewritten.node, roots)
+    before = _live(original.node, roots)
+    after = _live(rewritten.node, roots)
     lost = [n.name for n in rewritten.node if n.name in before and n.name not in after and n.op != "_Arg"
             and _stateful(n.op)]
     if not lost:
