@@ -4,7 +4,8 @@ Grappler hands the hook a function's variables as resource ``_Arg`` nodes; ``gra
 forwards their values through the launch (writes of launch outputs, reads of the value just written), and
 ``hook.body.keep_alive`` keeps the writes TF's function runtime would otherwise prune. Checked against the
 same calls without the switch, on fresh variables of the same values (in a child process): a ``v.assign_add`` / ``assign_sub``
-chain read back in the same call, a Keras optimizer's ``apply_gradients`` (Adam: slots updated then read),
+chain read back in the same call, a Keras optimizer's ``apply_gradients`` (Adam: slots updated then read;
+also called from a function returning nothing),
 and a concrete function traced for two variables called with one variable twice (the two ``_Arg``s alias:
 forwarding them as two variables would return the value before the second write).
 Then the two rules on their own: which ``_Arg``s may alias (``forward_variables._may_alias``), and
@@ -54,7 +55,12 @@ SCRIPT = """
             opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
             return loss
 
+        @tf.function
+        def no_result(x):  # no _Retval: the writes are tied to a control output
+            step(x)
+
         losses = [float(first(step, x))] + [float(step(x)) for _ in range(2)]
+        first(no_result, x)
         return dict(losses=losses, w=w.numpy().tolist(), slots=[s.numpy().tolist() for s in opt.variables])
 
     def alias():
@@ -76,7 +82,8 @@ SCRIPT = """
     for name, run in (("chain", chain), ("adam", adam), ("alias", alias)):
         with tfxla_plugin.enabled():
             on = run()
-        out[name] = dict(on=on, off=run(), ops=seen[-2])
+        ran = len(seen)
+        out[name] = dict(on=on, off=run(), ops=seen[ran - 1 - (name == "adam")], last=seen[ran - 1])
     out["stats"] = vars(tfxla_plugin.stats()).copy()
     out["stats"]["left_alone"] = dict(out["stats"]["left_alone"])
     report(**out)
@@ -101,10 +108,11 @@ def test_an_adam_step_updates_weights_and_slots_as_tf(runs) -> None:
     on, off, ops = runs["adam"]["on"], runs["adam"]["off"], runs["adam"]["ops"]
     np.testing.assert_allclose(on["losses"], off["losses"], rtol=TOL)
     np.testing.assert_allclose(on["w"], off["w"], atol=TOL)
-    assert len(on["slots"]) == len(off["slots"]) == 4 and on["slots"][0] == off["slots"][0] == 3
+    assert len(on["slots"]) == len(off["slots"]) == 4 and on["slots"][0] == off["slots"][0] == 4
     for got, want in zip(on["slots"], off["slots"], strict=True):
         np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)
     assert "TfxlaLaunch" in ops and "AssignAddVariableOp" not in ops, ops
+    assert "TfxlaLaunch" in runs["adam"]["last"], runs["adam"]["last"]  # the step called from one returning nothing
 
 
 def test_one_variable_passed_as_two_arguments_gives_tfs_result(runs) -> None:

@@ -99,7 +99,8 @@ def rewrite_body(graph_def, preserve: Sequence[str], flags: Flags, *, must_compi
 
 def keep_alive(original, rewritten, fetches: Sequence[str]) -> list[str]:
     """Give every stateful node of ``rewritten`` (in place) that TF ran in ``original`` (an ancestor of
-    a fetch) and no fetch needs any more a control edge to the ``_Retval`` nodes; the names of those nodes.
+    a fetch) and no fetch needs any more a control edge to the ``_Retval`` nodes (none: to one control
+output that is not upstream of them); the names of those nodes.
 
     TF's function runtime runs only what the results and control outputs need. A variable's write
     followed by a read (a metric's ``assign_add`` and its ``result()``, Adam's ``m`` updated then read)
@@ -115,8 +116,11 @@ def keep_alive(original, rewritten, fetches: Sequence[str]) -> list[str]:
     if not lost:
         return []
     sinks = [n for n in rewritten.node if n.op == "_Retval"]
+    if not sinks:  # a function returning nothing: its control outputs that do not lead to what they wait for
+        upstream = _live(rewritten.node, lost)
+        sinks = [n for n in rewritten.node if n.name in set(roots) - upstream][:1]
     if not sinks:
-        raise ValueError(f"no _Retval to keep {len(lost)} stateful node(s) alive, e.g. '{lost[0]}'")
+        raise ValueError(f"no _Retval or control output to keep {len(lost)} stateful node(s) alive, e.g. '{lost[0]}'")
     for sink in sinks:
         sink.input.extend(control(n) for n in lost)
     return lost
