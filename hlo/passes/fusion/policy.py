@@ -64,6 +64,7 @@ NOT_FUSIBLE: dict[Opcode, str] = {
     O.CUSTOM_CALL: "is a custom-call (opaque)",
     O.SORT: f"is a sort ({_OWN_KERNEL})",
     O.TOPK: f"is a topk ({_OWN_KERNEL})",
+    O.FFT: f"is an fft ({_OWN_KERNEL})",
     O.SCATTER: f"is a scatter ({_OWN_KERNEL})",
     O.SELECT_AND_SCATTER: f"is a select-and-scatter ({_OWN_KERNEL})",
     O.GATHER: f"is a gather ({_NOT_YET})",
