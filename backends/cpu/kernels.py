@@ -2,4 +2,4 @@
 (``TOP_LEVEL``) and the serial kernels every backend shares (``backends.codegen.serial.SERIAL``)."""
 
 import backends.codegen.serial  # noqa: F401
-from backends.cpu import kernels_control, kernels_dnnl, kernels_fft, kernels_misc  # noqa: F401
+from backends.cpu import kernels_control, kernels_dnnl, kernels_fft, kernels_misc, select_scatter  # noqa: F401
