@@ -125,3 +125,47 @@ ENTRY main {{
     exe, got = _run(text, x, g, num_threads=2)
     assert "tfxla_parallel(12," in exe.source and "best_v[" not in exe.source
     np.testing.assert_array_equal(got, want)
+
+
+def max_pool_hlo(shape, k: int, s: int, same: bool, op: str = "maximum", init: str = "-inf") -> str:
+    n, h, w, c = shape
+    oh, hl, hh = _out_dim(h, k, s, same)
+    ow, wl, wh = _out_dim(w, k, s, same)
+    d, od = ",".join(map(str, shape)), f"{n},{oh},{ow},{c}"
+    return f"""HloModule pool
+red {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] {op}(a, b)
+}}
+ENTRY main {{
+  x = f32[{d}] parameter(0)
+  i = f32[] constant({init})
+  ROOT r = f32[{od}] reduce-window(x, i), window={{size=1x{k}x{k}x1 stride=1x{s}x{s}x1 pad=0_0x{hl}_{hh}x{wl}_{wh}x0_0}}, to_apply=red
+}}
+"""
+
+
+@pytest.mark.parametrize("shape,k,s,same,ties,nan", CASES)
+@pytest.mark.parametrize("op,init", [("maximum", "-inf"), ("minimum", "inf"), ("add", "0")])
+def test_pooling_forward_matches_the_evaluator(shape, k, s, same, ties, nan, op, init) -> None:
+    text = max_pool_hlo(shape, k, s, same, op, init)
+    x, _ = _inputs(shape, shape, ties, nan)
+    (want,) = hlo.evaluate(hlo.parse_module(text), x)
+    exe, one = _run(text, x, num_threads=1)
+    _, two = _run(text, x, num_threads=2)
+    assert "for (int64_t w" not in exe.source  # the window unrolled
+    np.testing.assert_array_equal(one, two)
+    if op == "add":  # the evaluator's sums round differently (so did the loop form before the unrolling)
+        np.testing.assert_allclose(one, want, rtol=1e-5, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(one, want)  # NaN where the evaluator has NaN
+
+
+def test_max_pool_matches_tf() -> None:
+    tf = pytest.importorskip("tensorflow")
+    for shape, k, s, same, ties, nan in CASES:
+        x, _ = _inputs(shape, shape, ties, False)
+        want = tf.nn.max_pool2d(x, k, s, "SAME" if same else "VALID").numpy()
+        _, got = _run(max_pool_hlo(shape, k, s, same), x, num_threads=2)
+        np.testing.assert_array_equal(got, want)

@@ -7,6 +7,9 @@ dense convolution and matmul paths live in their own kernels.
 
 from __future__ import annotations
 
+import itertools
+import math
+
 from backends.codegen.elemental import ElementalEmitter, Value, array_shape, elemental, leaf_shapes
 from backends.codegen.elemental_data import _loop_accumulate, reinterpret_bits
 from backends.codegen.errors import CodegenUnsupported
@@ -28,31 +31,71 @@ def _window_position(out: str, k: str, d: WindowDim) -> tuple[str, list[str]]:
     return pos, conds
 
 
+UNROLL_WINDOW = 16  # windows of at most this many positions are emitted unrolled (pooling's 2x2, 3x3)
+# Reducers that may run on any element (no trap, no side effect): a padded position of an unrolled window
+# then reads a clamped element and keeps the accumulator by a select, with no branch in the loop.
+_BRANCHLESS = frozenset({Opcode.PARAMETER, Opcode.CONSTANT, Opcode.MAXIMUM, Opcode.MINIMUM, Opcode.ADD,
+                         Opcode.MULTIPLY, Opcode.COMPARE, Opcode.SELECT, Opcode.AND, Opcode.OR, Opcode.NOT})
+
+
+def _bounds(pos: str, lo: int, hi: int, size: int) -> tuple[list[str], str] | None:
+    """For ``pos`` ranging over [lo, hi] (as the output index runs) in a dim of ``size``: the conditions
+    that it is inside that can fail, and the position clamped inside; None when it never is inside."""
+    if hi < 0 or lo >= size:
+        return None
+    conds = ([f"{pos} >= 0"] if lo < 0 else []) + ([f"{pos} < {size}"] if hi >= size else [])
+    clamped = pos if hi < size else f"({pos} < {size - 1} ? {pos} : {size - 1})"
+    clamped = clamped if lo >= 0 else f"({pos} < 0 ? 0 : {clamped})"
+    return conds, clamped
+
+
 @elemental(Opcode.REDUCE_WINDOW)
 def _reduce_window(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
+    """Small windows (``UNROLL_WINDOW``) are unrolled, each position's offsets constants and only the
+    bound checks that can fail (and those a select, for a ``_BRANCHLESS`` reducer): an NHWC pooling's loop
+    over the channels then vectorizes. Positions are combined in the same (row-major) order either way."""
     n = len(inst.operands) // 2
     src = em.operand_shape(inst, 0)
     window = inst.attr("window").dims
+    out_dims = array_shape(inst).dims
     shapes = leaf_shapes(inst)
+    reducer = inst.attr("to_apply").name
     accs = [em.var(em.dialect.compute(s.dtype), em.operand(inst, n + k, ()), "acc") for k, s in enumerate(shapes)]
+
+    def combine(positions: list[str], conds: list[str], select: bool = False) -> None:
+        cond = " && ".join(f"({c})" for c in conds)
+        with em.buf.block(f"if ({cond})" if conds and not select else ""):
+            em.push()
+            vals = [em.operand(inst, k, tuple(positions)) for k in range(n)]
+            new = em.call_scalar(reducer, accs + vals)
+            new = new if isinstance(new, tuple) else (new,)
+            for a, v in zip(accs, new):
+                em.buf.line(f"{a} = ({cond}) ? {v} : {a};" if conds and select else f"{a} = {v};")
+            em.pop()
+
+    if 0 < math.prod(d.size for d in window) <= UNROLL_WINDOW and all(d.lhs_dilate == 1 for d in window):
+        select = all(i.opcode in _BRANCHLESS for i in em.module.computation(reducer).instructions)
+        for ks in itertools.product(*(range(d.size) for d in window)):
+            positions, conds = [], []
+            for o, k, d, size, out in zip(idx, ks, window, src.dims, out_dims):
+                kk = d.size - 1 - k if d.reversal else k
+                shift = kk * d.rhs_dilate - d.pad_low
+                pos = f"({o} * {d.stride} + {shift})" if shift else f"({o} * {d.stride})"
+                inside = _bounds(pos, shift, (out - 1) * d.stride + shift, size)
+                if inside is None:
+                    break
+                conds += inside[0]
+                positions.append(inside[1] if select else pos)
+            else:
+                combine(positions, conds, select)
+        return tuple(accs) if isinstance(inst.shape, TupleShape) else accs[0]
     kvars = [em.names.fresh("w") for _ in window]
     positions, conds = [], []
     for o, k, d, size in zip(idx, kvars, window, src.dims):
         pos, c = _window_position(o, k, d)
         positions.append(pos)
         conds += c + [f"{pos} < {size}"]
-
-    def body() -> None:
-        with em.buf.block(f"if ({' && '.join(f'({c})' for c in conds) or '1'})"):
-            em.push()
-            vals = [em.operand(inst, k, tuple(positions)) for k in range(n)]
-            new = em.call_scalar(inst.attr("to_apply").name, accs + vals)
-            new = new if isinstance(new, tuple) else (new,)
-            for a, v in zip(accs, new):
-                em.buf.line(f"{a} = {v};")
-            em.pop()
-
-    _loop_accumulate(em, [(k, d.size) for k, d in zip(kvars, window)], body)
+    _loop_accumulate(em, [(k, d.size) for k, d in zip(kvars, window)], lambda: combine(positions, conds))
     return tuple(accs) if isinstance(inst.shape, TupleShape) else accs[0]
 
 

@@ -79,8 +79,8 @@ def _parallel(em, inst: HloInstruction, target) -> bool:
     saved, em.buf = em.buf, body
     try:
         base = linear_index(shape, tuple(lvars) + ("0",) * (shape.rank - lead))
-        init_v = C.store(shape.dtype, C.load(init.shape.dtype, init.at(())))
-        body.line(f"for (int64_t e_ = 0; e_ < {slab}; ++e_) {out.ptr}[{base} + e_] = {init_v};")
+        body.line(f"const {C.storage(shape.dtype)} init_ = {C.store(shape.dtype, C.load(init.shape.dtype, init.at(())))};")
+        body.line(f"for (int64_t e_ = 0; e_ < {slab}; ++e_) {out.ptr}[{base} + e_] = init_;")
         if channels > 1:
             _rows_by_channel(em, inst, operand, source, out, lvars, channels)
         else:
