@@ -41,6 +41,7 @@ from backends.toolchain import compile_shared_object
 from backends.cpu.runtime import Kernel
 from backends.kernel_cache import UnsafeCacheError
 from hlo.ir import HloModule
+from tests.test_cpu_pooling_speed_forms import max_pool_hlo, pool_grad_hlo
 from tests.test_cpu_row_programs import softmax_hlo
 from tests.cpu_backend_util import (  # noqa: F401  (kernel_cache is a fixture)
     assert_matches, compile_text, gcc_supports_asan, kernel_cache, module, parse, random_args,
@@ -201,6 +202,10 @@ ASAN_MODULES = {
         [("r0", "f32[7,13]"), ("r1", "f32[3,5]"), ("r2", "f32[7,13]")]),
     # a row program (backends/cpu/row_program.py; the annotation from the CPU pipeline): rank 3, rows of 33
     "row_program": optimize(hlo.parse_module(softmax_hlo((3, 5, 33)))).to_text(),
+    # NHWC pooling, 3x3/2 SAME (backends/cpu/select_scatter.py: split over the batch, channels innermost;
+    # the unrolled reduce-window's clamped reads at the padding)
+    "pool_grad": pool_grad_hlo((4, 13, 13, 24), 3, 2, True)[0],
+    "pool": max_pool_hlo((2, 9, 8, 19), 3, 2, True),
 }
 
 
