@@ -169,3 +169,56 @@ def test_max_pool_matches_tf() -> None:
         want = tf.nn.max_pool2d(x, k, s, "SAME" if same else "VALID").numpy()
         _, got = _run(max_pool_hlo(shape, k, s, same), x, num_threads=2)
         np.testing.assert_array_equal(got, want)
+
+
+ARGMAX_POOL = """HloModule argmax_pool
+argmax {
+  a = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  b = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  ge = pred[] compare(a, b), direction=GE
+  none = s32[] constant(-1)
+  unset = pred[] compare(bi, none), direction=EQ
+  keep = pred[] or(ge, unset)
+  v = f32[] select(keep, a, b)
+  i = s32[] select(keep, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+ENTRY main {
+  x = f32[2,9,8,5] parameter(0)
+  ix = s32[2,9,8,5] iota(), iota_dimension=1
+  ninf = f32[] constant(-inf)
+  none = s32[] constant(-1)
+  ROOT r = (f32[2,5,4,5], s32[2,5,4,5]) reduce-window(x, ix, ninf, none), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, to_apply=argmax
+}
+"""
+
+
+def test_a_variadic_reduce_window_is_unrolled_too() -> None:
+    """XLA's argmax pooling (a value and an index reduced together), padded: selects for both."""
+    x, _ = _inputs((2, 9, 8, 5), (1,), True, True, seed=5)
+    want = hlo.evaluate(hlo.parse_module(ARGMAX_POOL), x)
+    exe = cpu.compile(hlo.parse_module(ARGMAX_POOL))
+    got = exe(x)
+    assert "for (int64_t w" not in exe.source
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_a_padded_window_over_an_empty_dim_reads_nothing() -> None:
+    text = """HloModule empty_pool
+mx {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] maximum(a, b)
+}
+ENTRY main {
+  x = f32[3,0] parameter(0)
+  i = f32[] constant(-7)
+  ROOT r = f32[2,4] reduce-window(x, i), window={size=2x1 stride=2x1 pad=0_1x2_2}, to_apply=mx
+}
+"""
+    exe = cpu.compile(hlo.parse_module(text))
+    assert ": -1)" not in exe.source  # no read clamped into the empty dim
+    np.testing.assert_array_equal(exe(np.zeros((3, 0), np.float32))[0], np.full((2, 4), -7, np.float32))

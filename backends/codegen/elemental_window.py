@@ -35,13 +35,14 @@ UNROLL_WINDOW = 16  # windows of at most this many positions are emitted unrolle
 # Reducers that may run on any element (no trap, no side effect): a padded position of an unrolled window
 # then reads a clamped element and keeps the accumulator by a select, with no branch in the loop.
 _BRANCHLESS = frozenset({Opcode.PARAMETER, Opcode.CONSTANT, Opcode.MAXIMUM, Opcode.MINIMUM, Opcode.ADD,
-                         Opcode.MULTIPLY, Opcode.COMPARE, Opcode.SELECT, Opcode.AND, Opcode.OR, Opcode.NOT})
+                         Opcode.MULTIPLY, Opcode.COMPARE, Opcode.SELECT, Opcode.AND, Opcode.OR, Opcode.NOT,
+                         Opcode.TUPLE})
 
 
 def _bounds(pos: str, lo: int, hi: int, size: int) -> tuple[list[str], str] | None:
     """For ``pos`` ranging over [lo, hi] (as the output index runs) in a dim of ``size``: the conditions
     that it is inside that can fail, and the position clamped inside; None when it never is inside."""
-    if hi < 0 or lo >= size:
+    if hi < 0 or lo >= size or size == 0:
         return None
     conds = ([f"{pos} >= 0"] if lo < 0 else []) + ([f"{pos} < {size}"] if hi >= size else [])
     clamped = pos if hi < size else f"({pos} < {size - 1} ? {pos} : {size - 1})"
@@ -57,8 +58,8 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Va
     n = len(inst.operands) // 2
     src = em.operand_shape(inst, 0)
     window = inst.attr("window").dims
-    out_dims = array_shape(inst).dims
     shapes = leaf_shapes(inst)
+    out_dims = shapes[0].dims
     reducer = inst.attr("to_apply").name
     accs = [em.var(em.dialect.compute(s.dtype), em.operand(inst, n + k, ()), "acc") for k, s in enumerate(shapes)]
 
@@ -80,7 +81,8 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Va
             for o, k, d, size, out in zip(idx, ks, window, src.dims, out_dims):
                 kk = d.size - 1 - k if d.reversal else k
                 shift = kk * d.rhs_dilate - d.pad_low
-                pos = f"({o} * {d.stride} + {shift})" if shift else f"({o} * {d.stride})"
+                scaled = o if d.stride == 1 else f"{o} * {d.stride}"
+                pos = f"({scaled} {'+' if shift > 0 else '-'} {abs(shift)})" if shift else f"({scaled})"
                 inside = _bounds(pos, shift, (out - 1) * d.stride + shift, size)
                 if inside is None:
                     break
