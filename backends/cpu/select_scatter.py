@@ -20,7 +20,7 @@ import math
 from backends.codegen.buffer import IndentedBuffer, close_loops, open_loops
 from backends.codegen.layout import linear_index
 from backends.codegen.serial import SERIAL
-from backends.codegen.serial.scatter import _scalar_call
+from backends.codegen.serial.scatter import _scalar_call, emit_select_and_scatter_windows
 from backends.codegen.values import Buf, leaves
 from backends.cpu.computation import top_level
 from backends.cpu.parallel import emit_nest
@@ -84,39 +84,12 @@ def _parallel(em, inst: HloInstruction, target) -> bool:
         if channels > 1:
             _rows_by_channel(em, inst, operand, source, out, lvars, channels)
         else:
-            _windows(em, inst, operand, source, out, lvars)
+            emit_select_and_scatter_windows(em, inst, operand, source, out, lvars)
     finally:
         em.buf = saved
     with b.block(""):
         emit_nest(b, em.outliner, [(v, n) for v, n in zip(lvars, shape.dims)], lead, body, {}, mark)
     return True
-
-
-def _windows(em, inst: HloInstruction, operand: Buf, source: Buf, out: Buf, lvars: list[str]) -> None:
-    """The serial algorithm on one slab: each source element's window picked, then scattered into."""
-    C, b = em.gen.dialect, em.buf
-    shape, src_shape = operand.shape, source.shape
-    window = inst.attr("window").dims[len(lvars):]
-    svars = [em.names.fresh("s") for _ in window]
-    kvars = [em.names.fresh("w") for _ in window]
-    open_loops(b, list(zip(svars, src_shape.dims[len(lvars):])))
-    b.line("int64_t best = -1;")
-    b.line(f"{C.compute(shape.dtype)} best_v = 0;")
-    open_loops(b, [(k, d.size) for k, d in zip(kvars, window)])
-    pos = [f"({s} * {d.stride} + {k} - {d.pad_low})" for s, k, d in zip(svars, kvars, window)]
-    inside = " && ".join(f"({p} >= 0 && {p} < {n})" for p, n in zip(pos, shape.dims[len(lvars):])) or "1"
-    with b.block(f"if ({inside})"):
-        lin = em.gen_tmp("int64_t", linear_index(shape, tuple(lvars) + tuple(pos)))
-        cand = em.gen_tmp(C.compute(shape.dtype), C.load(shape.dtype, f"{operand.ptr}[{lin}]"))
-        with b.block("if (best < 0)"):
-            b.line(f"best = {lin}; best_v = {cand};")
-        with b.block("else"):
-            keep = _scalar_call(em, inst.attr("select").name, ["best_v", cand])
-            b.line(f"if (!({keep})) {{ best = {lin}; best_v = {cand}; }}")
-    close_loops(b, len(window))
-    with b.block("if (best >= 0)"):
-        _scatter_into(em, inst, source, out, "best", tuple(lvars) + tuple(svars))
-    close_loops(b, len(svars))
 
 
 def _rows_by_channel(em, inst: HloInstruction, operand: Buf, source: Buf, out: Buf, lvars: list[str],

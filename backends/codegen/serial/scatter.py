@@ -8,7 +8,8 @@ ScatterNd/TensorScatter*) first checks every index row (``em.emit_scatter_check`
 returns status 3 with TF's message, backends/cpu/index_check.py) before it writes anything. select-and-scatter fills the result
 with the init value, picks one operand element per window with ``select``
 (the current pick stays while select(current, candidate) holds), and
-combines the source value into it with ``scatter``.
+combines the source value into it with ``scatter``; ``emit_select_and_scatter_windows`` is that walk,
+which the CPU's parallel kernel (backends/cpu/select_scatter.py) runs on one batch slab at a time.
 """
 
 from __future__ import annotations
@@ -95,7 +96,6 @@ def _select_and_scatter(em: SerialEmitter, inst: HloInstruction, target) -> None
     operand, source, init = [em.value(o) for o in inst.operands]
     (out,) = leaves(target)
     shape, src_shape = operand.shape, source.shape
-    window = inst.attr("window").dims
     b = em.buf
     init_v = C.load(init.shape.dtype, init.at(()))
     with b.block(""):
@@ -103,27 +103,39 @@ def _select_and_scatter(em: SerialEmitter, inst: HloInstruction, target) -> None
             b.line(f"for (int64_t i = 0; i < {shape.num_elements}; ++i) {out.ptr}[i] = {C.store(shape.dtype, init_v)};")
         if src_shape.num_elements == 0:
             return
-        svars = [em.names.fresh("s") for _ in range(src_shape.rank)]
-        kvars = [em.names.fresh("w") for _ in window]
-        open_loops(em.buf, list(zip(svars, src_shape.dims)))
-        b.line("int64_t best = -1;")
-        b.line(f"{C.compute(shape.dtype)} best_v = 0;")
-        open_loops(em.buf, [(k, d.size) for k, d in zip(kvars, window)])
-        pos = [f"({s} * {d.stride} + {k} - {d.pad_low})" for s, k, d in zip(svars, kvars, window)]
-        inside = " && ".join(f"({p} >= 0 && {p} < {n})" for p, n in zip(pos, shape.dims)) or "1"
-        with b.block(f"if ({inside})"):
-            lin = em.gen_tmp("int64_t", linear_index(shape, tuple(pos)))
-            cand = em.gen_tmp(C.compute(shape.dtype), C.load(shape.dtype, f"{operand.ptr}[{lin}]"))
-            with b.block("if (best < 0)"):
-                b.line(f"best = {lin}; best_v = {cand};")
-            with b.block("else"):
-                keep = _scalar_call(em, inst.attr("select").name, ["best_v", cand])
-                b.line(f"if (!({keep})) {{ best = {lin}; best_v = {cand}; }}")
-        close_loops(em.buf, len(window))
-        with b.block("if (best >= 0)"):
-            cur = em.gen_tmp(C.compute(shape.dtype), C.load(shape.dtype, f"{out.ptr}[best]"))
-            src = em.gen_tmp(C.compute(src_shape.dtype),
-                             C.load(src_shape.dtype, f"{source.ptr}[{linear_index(src_shape, tuple(svars))}]"))
-            res = _scalar_call(em, inst.attr("scatter").name, [cur, src])
-            b.line(f"{out.ptr}[best] = {C.store(shape.dtype, res)};")
-        close_loops(em.buf, len(svars))
+        emit_select_and_scatter_windows(em, inst, operand, source, out, [])
+
+
+def emit_select_and_scatter_windows(em: SerialEmitter, inst: HloInstruction, operand: Buf, source: Buf, out: Buf,
+                                    fixed: list[str]) -> None:
+    """Pick each source element's window with ``select`` and scatter it into ``out`` (filled with the init
+    value already): over every source index whose leading dims are ``fixed`` (index expressions of dims
+    whose window is trivial; none for the whole result)."""
+    C, b = em.gen.dialect, em.buf
+    shape, src_shape = operand.shape, source.shape
+    lead = len(fixed)
+    window = inst.attr("window").dims[lead:]
+    svars = [em.names.fresh("s") for _ in window]
+    kvars = [em.names.fresh("w") for _ in window]
+    open_loops(em.buf, list(zip(svars, src_shape.dims[lead:])))
+    b.line("int64_t best = -1;")
+    b.line(f"{C.compute(shape.dtype)} best_v = 0;")
+    open_loops(em.buf, [(k, d.size) for k, d in zip(kvars, window)])
+    pos = [f"({s} * {d.stride} + {k} - {d.pad_low})" for s, k, d in zip(svars, kvars, window)]
+    inside = " && ".join(f"({p} >= 0 && {p} < {n})" for p, n in zip(pos, shape.dims[lead:])) or "1"
+    with b.block(f"if ({inside})"):
+        lin = em.gen_tmp("int64_t", linear_index(shape, tuple(fixed) + tuple(pos)))
+        cand = em.gen_tmp(C.compute(shape.dtype), C.load(shape.dtype, f"{operand.ptr}[{lin}]"))
+        with b.block("if (best < 0)"):
+            b.line(f"best = {lin}; best_v = {cand};")
+        with b.block("else"):
+            keep = _scalar_call(em, inst.attr("select").name, ["best_v", cand])
+            b.line(f"if (!({keep})) {{ best = {lin}; best_v = {cand}; }}")
+    close_loops(em.buf, len(window))
+    with b.block("if (best >= 0)"):
+        cur = em.gen_tmp(C.compute(shape.dtype), C.load(shape.dtype, f"{out.ptr}[best]"))
+        src = em.gen_tmp(C.compute(src_shape.dtype),
+                         C.load(src_shape.dtype, f"{source.ptr}[{linear_index(src_shape, tuple(fixed) + tuple(svars))}]"))
+        res = _scalar_call(em, inst.attr("scatter").name, [cur, src])
+        b.line(f"{out.ptr}[best] = {C.store(shape.dtype, res)};")
+    close_loops(em.buf, len(svars))
