@@ -93,11 +93,11 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Va
         return tuple(accs) if isinstance(inst.shape, TupleShape) else accs[0]
     kvars = [em.names.fresh("w") for _ in window]
     positions, conds = [], []
-    for o, k, d, size in zip(idx, kvars, window, src.dims):
-        pos, c = _window_position(o, k, d)
+    for o, kv, d, size in zip(idx, kvars, window, src.dims):
+        pos, c = _window_position(o, kv, d)
         positions.append(pos)
         conds += c + [f"{pos} < {size}"]
-    _loop_accumulate(em, [(k, d.size) for k, d in zip(kvars, window)], lambda: combine(positions, conds))
+    _loop_accumulate(em, [(kv, d.size) for kv, d in zip(kvars, window)], lambda: combine(positions, conds))
     return tuple(accs) if isinstance(inst.shape, TupleShape) else accs[0]
 
 
