@@ -123,14 +123,16 @@ def dead_clusters(graph_def, clusters: Sequence, fetches: Iterable[str] = ()) ->
     return [spec.name for spec in clusters if not live & set(spec.node_names)]
 
 
-def _stateful(op: str) -> bool:
+def is_stateful(op: str) -> bool:
+    """Whether TF runs ``op`` for its effect (a fetch need not read it); an op TF does not know counts."""
     from tensorflow.python.framework import op_def_registry
 
     op_def = op_def_registry.get(op)
     return op_def is None or op_def.is_stateful  # an op TF does not know (our launch op) counts as stateful
 
 
-def _live(nodes: Sequence, roots: Iterable[str]) -> set[str]:
+def reachable(nodes: Sequence, roots: Iterable[str]) -> set[str]:
+    """The nodes among ``nodes`` that ``roots`` read, directly or through others (the roots included)."""
     by_name = {n.name: n for n in nodes}
     live: set[str] = set()
     work = [r for r in roots if r in by_name]
@@ -144,7 +146,7 @@ def _live(nodes: Sequence, roots: Iterable[str]) -> set[str]:
 
 
 def _roots(nodes: Sequence, fetched: set[str]) -> set[str]:
-    return fetched | {n.name for n in nodes if _stateful(n.op)}
+    return fetched | {n.name for n in nodes if is_stateful(n.op)}
 
 
 def _drop_colocation(node, removed: set[str]) -> None:
@@ -194,7 +196,7 @@ def rewrite_clusters(graph_def, clusters: Sequence[ClusterSpec], launch: Callabl
     def control_input(node: str) -> str:
         return control(launch_of.get(node, node))
 
-    before = _live(graph_def.node, _roots(graph_def.node, fetched))
+    before = reachable(graph_def.node, _roots(graph_def.node, fetched))
     unobserved = {n for spec in clusters if spec.name in dead_names for n in spec.node_names}
     work = list(unobserved)  # and the dead nodes that read them (the graph must stay whole)
     while work:
@@ -253,7 +255,7 @@ def rewrite_clusters(graph_def, clusters: Sequence[ClusterSpec], launch: Callabl
         node.input.extend(data + list(controls))
         nodes.append(node)
 
-    after = _live(nodes, _roots(nodes, fetched) | set(launch_nodes.values()))
+    after = reachable(nodes, _roots(nodes, fetched) | set(launch_nodes.values()))
     dead = {n.name for n in nodes if n.name in before and n.name not in after and n.name in index.by_name}
     removed_set = (set(launch_of) - fetched) | dead | unobserved
     out = type(graph_def)()

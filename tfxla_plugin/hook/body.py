@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from graph_passes.pipeline import ClusteringResult, analyze, rewrite
-from graph_passes.rewrite import LAUNCH_OP, LaunchSpec, RewriteResult, _live, _stateful, standard_attrs
+from graph_passes.rewrite import LAUNCH_OP, LaunchSpec, RewriteResult, is_stateful, reachable, standard_attrs
 from hlo.lowering.tensor_names import control, node_name
 from tfxla_plugin.cluster_compiler import CompiledCluster
 from tfxla_plugin import compiled_graph
@@ -109,15 +109,15 @@ output that is not upstream of them); the names of those nodes.
     value inside the launch, and the write (of a launch output) would be pruned. A ``_Retval`` waits for
     it instead: a function returns when all its nodes have run, so nothing runs later than before."""
     roots = [node_name(f) for f in fetches]
-    before = _live(original.node, roots)
-    after = _live(rewritten.node, roots)
+    before = reachable(original.node, roots)
+    after = reachable(rewritten.node, roots)
     lost = [n.name for n in rewritten.node if n.name in before and n.name not in after and n.op != "_Arg"
-            and _stateful(n.op)]
+            and is_stateful(n.op)]
     if not lost:
         return []
     sinks = [n for n in rewritten.node if n.op == "_Retval"]
     if not sinks:  # a function returning nothing: its control outputs that do not lead to what they wait for
-        upstream = _live(rewritten.node, lost)
+        upstream = reachable(rewritten.node, lost)
         sinks = [n for n in rewritten.node if n.name in set(roots) - upstream][:1]
     if not sinks:
         raise ValueError(f"no _Retval or control output to keep {len(lost)} stateful node(s) alive, e.g. '{lost[0]}'")

@@ -69,7 +69,13 @@ def _make_twin(function):
     return twin
 
 
+_MISSING = object()
+
+
 def _twin(function):
+    twin = _twins.get(function, _MISSING)  # the per-call path: no lock once the function has been seen
+    if twin is not _MISSING:
+        return twin
     with _TWINS_LOCK:
         try:
             return _twins[function]

@@ -86,15 +86,17 @@ def batch_to_space_nd(ctx: LoweringContext) -> Value:
 @register_lowering("SpaceToBatch", dtypes=ALL, const_inputs=(1,))
 def space_to_batch(ctx: LoweringContext) -> Value:
     """The 4-D form: NHWC input, one ``block_size`` attribute for both spatial dims."""
-    b = ctx.attr_int("block_size")
-    if b <= 1:
-        raise ctx.invalid_argument(f"Block size should be > 1: {b}")
-    return _space_to_batch(ctx, ctx.inputs[0], [b, b], ctx.const_ints(1))
+    return _space_to_batch(ctx, ctx.inputs[0], _square_block(ctx), ctx.const_ints(1))
 
 
 @register_lowering("BatchToSpace", dtypes=ALL, const_inputs=(1,))
 def batch_to_space(ctx: LoweringContext) -> Value:
+    return _batch_to_space(ctx, ctx.inputs[0], _square_block(ctx), ctx.const_ints(1))
+
+
+def _square_block(ctx: LoweringContext) -> list[int]:
+    """The 4-D forms' one ``block_size`` (> 1, as TF checks) for both spatial dims."""
     b = ctx.attr_int("block_size")
     if b <= 1:
         raise ctx.invalid_argument(f"Block size should be > 1: {b}")
-    return _batch_to_space(ctx, ctx.inputs[0], [b, b], ctx.const_ints(1))
+    return [b, b]
