@@ -8,13 +8,13 @@ spec the backends are tested against, so rules favour clarity over speed.
 
 from __future__ import annotations
 
-import threading
 
 from typing import Any, Callable
 
 import numpy as np
 
 from hlo.errors import HloEvaluationError
+from hlo.rule_modules import RuleModule
 from hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo.opcodes import Opcode
 from hlo.shapes import Shape, ShapeLike, TupleShape
@@ -125,20 +125,7 @@ def evaluate(module: HloModule, *args, verify: bool = True) -> list[np.ndarray]:
     return _flatten(Evaluator(module).run(module.entry, checked))
 
 
-_loaded = False
-# Clusters compile on several threads: the first caller imports the rules while the others wait (a
-# re-entrant lock, since importing the rules may call back here on the same thread).
-_load_lock = threading.RLock()
-
-
-def _load_rules() -> None:
-    global _loaded
-    if _loaded:
-        return
-    with _load_lock:
-        if not _loaded:
-            import hlo.evaluator.rules  # noqa: F401  (registers every rule)
-            _loaded = True
+_load_rules = RuleModule("hlo.evaluator.rules")  # imports the module that registers every rule, on first use
 
 
 __all__ = ["evaluate", "Evaluator", "eval_rule", "EVAL_RULES", "conform", "Shape"]

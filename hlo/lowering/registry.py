@@ -13,7 +13,6 @@ asks ``can_lower`` so that it and the lowering cannot drift apart.
 
 from __future__ import annotations
 
-import threading
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 from hlo.dtypes import PrimitiveType
 from hlo.lowering import tf_types
 from hlo.lowering.tensor_names import data_inputs
+from hlo.rule_modules import RuleModule
 
 if TYPE_CHECKING:
     from hlo.lowering.context import LoweringContext, NodeDefLike, RuleResult
@@ -139,17 +139,4 @@ def supported_ops() -> dict[str, LoweringRule]:
     return dict(sorted(LOWERINGS.items()))
 
 
-_loaded = False
-# Clusters compile on several threads: the first caller imports the rules while the others wait (a
-# re-entrant lock, since importing the rules may call back here on the same thread).
-_load_lock = threading.RLock()
-
-
-def load_rules() -> None:
-    global _loaded
-    if _loaded:
-        return
-    with _load_lock:
-        if not _loaded:
-            import hlo.lowering.ops  # noqa: F401  (registers every rule)
-            _loaded = True
+load_rules = RuleModule("hlo.lowering.ops")  # imports the module that registers every rule, on first use

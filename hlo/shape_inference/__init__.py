@@ -10,7 +10,6 @@ Rules register with ``@shape_rule(Opcode.X, ...)``.
 
 from __future__ import annotations
 
-import threading
 
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -18,6 +17,7 @@ from typing import Any, Callable, Mapping
 from hlo.attributes import Attrs, ProgramShape
 from hlo.literal import Literal
 from hlo.opcodes import Opcode
+from hlo.rule_modules import RuleModule
 from hlo.shapes import ShapeLike
 
 
@@ -82,17 +82,4 @@ def infer_shape(ctx: ShapeContext) -> ShapeLike:
     return rule(ctx)
 
 
-_loaded = False
-# Clusters compile on several threads: the first caller imports the rules while the others wait (a
-# re-entrant lock, since importing the rules may call back here on the same thread).
-_load_lock = threading.RLock()
-
-
-def _load_rules() -> None:
-    global _loaded
-    if _loaded:
-        return
-    with _load_lock:
-        if not _loaded:
-            import hlo.shape_inference.rules  # noqa: F401  (registers every rule)
-            _loaded = True
+_load_rules = RuleModule("hlo.shape_inference.rules")  # imports the module that registers every rule, on first use
