@@ -48,6 +48,7 @@ class CompiledGraph:
         self.flags = flags
         self._rebuilt = None
         self.tiling = None  # batch_tiling.TilingResult when built by build_tiled
+        self.symbolic = None  # symbolic_dims.SymbolicResult when built by build_symbolic
         self._fast = self._fast_path()
 
     # --- building -------------------------------------------------------------------
@@ -87,6 +88,20 @@ class CompiledGraph:
             _dump_graph(flags, cf, result.analysis)
         graph = cls(cf, result.analysis, [t.largest for t in result.tiled], result.rewritten, flags)
         graph.tiling = result
+        return graph
+
+    @classmethod
+    def build_symbolic(cls, cf, *, must_compile: bool, flags: Flags, all_or_nothing: bool = True) -> "CompiledGraph":
+        """Like ``build`` for a function traced with unknown dims: one kernel per cluster serves every value of
+        them (``symbolic_dims``); raises ``symbolic.NotSymbolic`` when a cluster does not generalize."""
+        from tfxla_plugin import symbolic_dims
+
+        result = symbolic_dims.compile_symbolic(cf, must_compile=must_compile, flags=flags,
+                                                all_or_nothing=all_or_nothing)
+        if flags.dump_to:
+            _dump_graph(flags, cf, result.analysis)
+        graph = cls(cf, result.analysis, result.compiled, result.rewritten, flags)
+        graph.symbolic = result
         return graph
 
     # --- calling ----------------------------------------------------------------------

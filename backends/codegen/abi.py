@@ -24,12 +24,17 @@ value is an internal failure (1 for the dims check and library errors).
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from typing import Sequence
 
 from backends.codegen.buffer import IndentedBuffer
 from hlo.shapes import Shape
 
 ABI_VERSION = 2
+ABI_VERSIONS = (2, 3)  # what loaders accept: 3 is a kernel with symbolic dims (``backends/codegen/symbolic.py``)
+# True while a probe for symbolic dims is generated: the dims checks and exports are markers that
+# ``symbolic.assemble`` replaces with the symbolic kernel's own.
+PROBING: ContextVar = ContextVar("tfxla_abi_probing", default=False)
 STATUS_INVALID_ARGUMENT = 3  # = tensorflow::error::INVALID_ARGUMENT
 
 # The parallel-for a caller hands ``tfxla_run`` (C and C++); /work/ABI_V2.md, backends/README.md.
@@ -54,12 +59,12 @@ RUN_PARAMS = ("void* state, const void* const* in, const int64_t* in_dims, void*
 
 def check_abi_version(version: int, what: str) -> str | None:
     """Why a kernel that says it speaks ABI ``version`` cannot be run (``what`` names it), or None."""
-    if version == ABI_VERSION:
+    if version in ABI_VERSIONS:
         return None
-    if version < ABI_VERSION:
+    if version < min(ABI_VERSIONS):
         return (f"{what} was built by an older tfxla (kernel ABI version {version}; this tfxla speaks "
                 f"{ABI_VERSION}) and must be recompiled")
-    return f"{what} speaks kernel ABI version {version}, newer than this tfxla's {ABI_VERSION}: upgrade tfxla"
+    return f"{what} speaks kernel ABI version {version}, newer than this tfxla's {max(ABI_VERSIONS)}: upgrade tfxla"
 
 
 def signature_entry(shape: Shape) -> dict:
@@ -92,6 +97,10 @@ def physical_order(entry: dict) -> list[int] | None:
 
 def emit_exports(out: IndentedBuffer, sig: dict) -> None:
     """``tfxla_abi_version``, ``tfxla_signature`` (``sig`` as JSON) and ``tfxla_scratch_bytes``."""
+    if PROBING.get():
+        from backends.codegen.symbolic import EXPORTS_MARKER
+        out.line(EXPORTS_MARKER)
+        return
     out.line(f"TFXLA_EXPORT int tfxla_abi_version(void) {{ return {ABI_VERSION}; }}")
     out.line(f"TFXLA_EXPORT const char* tfxla_signature(void) {{ return {json.dumps(json.dumps(sig))}; }}")
     out.line(f"TFXLA_EXPORT int64_t tfxla_scratch_bytes(void) {{ return {sig['scratch_bytes']}; }}")
@@ -100,6 +109,10 @@ def emit_exports(out: IndentedBuffer, sig: dict) -> None:
 def emit_run_checks(out: IndentedBuffer, inputs: Sequence[tuple[str, Sequence[int]]]) -> None:
     """The state and input-dims checks; ``inputs`` are (label for messages, compiled dims) per input,
     in order. A label is C format text (a ``%`` is written ``%%``)."""
+    if PROBING.get():
+        from backends.codegen.symbolic import RUN_CHECKS_MARKER
+        out.line(RUN_CHECKS_MARKER)
+        return
     out.line('if (!state) { snprintf(err, errlen, "tfxla_run: state is NULL (call tfxla_init first)"); return 1; }')
     pos = 0
     for label, dims in inputs:

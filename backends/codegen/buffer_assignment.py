@@ -21,6 +21,7 @@ simplified: a value needed after its update keeps its copy).
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from hlo.ir import HloComputation, HloInstruction, HloModule
@@ -29,6 +30,12 @@ from hlo.shapes import Layout, Shape, TupleShape
 
 ALIGNMENT = 64
 _ALIAS_OPS = Group.TUPLE_PLUMBING
+
+
+# Set while a kernel is generated as a probe for symbolic dims: every allocation gets a fresh slot whose offset
+# the kernel computes at run time (``backends.codegen.symbolic.Slots``) and the arena stays 0 bytes; None:
+# ordinary first-fit offsets.
+PROBE_SLOTS: ContextVar = ContextVar("tfxla_probe_slots", default=None)
 
 
 def _aligned(n: int) -> int:
@@ -55,6 +62,9 @@ class Arena:
     live: dict[str, Allocation] = field(default_factory=dict)
 
     def allocate(self, label: str, nbytes: int, step: int) -> int:
+        slots = PROBE_SLOTS.get()
+        if slots is not None:  # symbolic probe (``backends/codegen/symbolic.py``): a slot of its own, no reuse
+            return self._record(label, slots.new(nbytes), _aligned(nbytes), step)
         need = _aligned(nbytes)
         for k, (off, size) in enumerate(self.free):
             if size >= need:
@@ -92,6 +102,8 @@ class Arena:
         if alloc is None:
             return
         alloc.end = step
+        if PROBE_SLOTS.get() is not None:
+            return  # a probe's slots are never reused
         self.free.append((alloc.offset, alloc.size))
         self.free.sort()
         merged: list[tuple[int, int]] = []

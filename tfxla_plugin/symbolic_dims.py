@@ -1,0 +1,202 @@
+"""Compiling a function once for every value of its unknown dims (``input_signature=[None, None]``).
+
+The unknown dims of the data inputs become symbols, one per dim position (every input's unknown dim 0 is
+``s0``, every unknown dim 1 is ``s1``, ...: inputs that share a position must agree at run time, which the
+kernel checks, naming the input). The function is clustered at every probe point
+(``backends.codegen.symbolic``: a grid of two values per symbol plus two verify points); a cluster must
+come out the same at all of them. Each cluster is lowered, optimized and generated at every point in
+probe mode, and ``symbolic.generalize`` turns the sources into one kernel whose loops, offsets and
+output dims are expressions of the symbols, checked at the verify points; the C compiler then runs
+once per cluster. A cluster that does not generalize (its source changes with the size in a way no
+polynomial gives, a symbol is folded into a float that is not the size or its reciprocal, ...) raises
+``NotSymbolic`` naming the cluster and the first differing line: the caller compiles per input shape.
+
+oneDNN is not used by symbolic kernels (its primitives are built in ``tfxla_init`` for fixed sizes): a
+dot is a generated loop. Loops run on the calling thread (the symbols are thread-local). Only the CPU
+backend generates symbolic kernels.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import backends
+from backends.codegen import symbolic
+from backends.codegen.symbolic import NotSymbolic, Point, SymbolicAbi
+from graph_passes.cluster import ClusterOptions
+from graph_passes.pipeline import analyze, control, drop_clusters, resource_shapes_of, rewrite
+from graph_passes.rewrite import LaunchSpec, standard_attrs
+from hlo.lowering import lower_graph
+from tfxla_plugin.cluster_compiler import CompiledCluster, optimize_with_decisions, sha256_file
+from tfxla_plugin.errors import UnsupportedGraphError
+from tfxla_plugin.flags import Flags
+
+log = logging.getLogger("tfxla_plugin")
+PROBE_LO, PROBE_HI = 5, 12  # symbol j takes PROBE_LO + 2j and PROBE_HI + 2j on the grid
+VERIFY = ((19, 4), (10, -1))  # verify point v: symbol j is v[0] + v[1]*j (not on the grid, another order)
+NO_PARALLEL = 1 << 62  # probes are generated serial: a symbolic kernel runs on the calling thread
+
+
+@dataclass
+class SymbolicResult:
+    analysis: object  # the ClusteringResult at the first grid point
+    compiled: list[CompiledCluster]
+    rewritten: object  # RewriteResult
+    symbols: list[str]  # "s0 = dim 0", ...
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+def unknown_inputs(cf) -> dict[str, list[int | None]]:
+    """Data inputs with an unknown dim: name -> dims (None where unknown); NotSymbolic for an unknown rank."""
+    graph = cf.graph
+    out = {}
+    for t in graph.inputs[:len(graph.inputs) - len(graph.captures)]:
+        if t.shape.rank is None:
+            raise NotSymbolic(f"input {t.op.name} has an unknown rank")
+        dims = t.shape.as_list()
+        if any(d is None for d in dims):
+            out[t.op.name] = dims
+    return out
+
+
+def probe_points(n: int) -> tuple[list[Point], list[Point]]:
+    lo = [PROBE_LO + 2 * j for j in range(n)]
+    hi = [PROBE_HI + 2 * j for j in range(n)]
+    return symbolic.grid(lo, hi), [tuple(a + b * j for j in range(n)) for a, b in VERIFY]
+
+
+@dataclass
+class _Probe:
+    source: str
+    slots: list[int]
+    signature: dict
+    module: object  # the lowered module
+    optimized: object
+    generated: object
+
+
+def _probe(spec, flags: Flags, sources, name: str) -> _Probe:
+    from backends.cpu.codegen import CodegenOptions, generate
+
+    module = lower_graph(spec.graph_def, spec.input_specs(), spec.output_tensors(), name=name, sources=sources,
+                         library=spec.graph_def.library)
+    backend = backends.get("cpu")
+    optimized = optimize_with_decisions(module, backend)[0] if flags.optimize else backend.prepare(module)
+    with symbolic.probing() as slots:
+        generated = generate(optimized, CodegenOptions(parallel_threshold=NO_PARALLEL, dnnl=False))
+    return _Probe(generated.source, list(slots.sizes), generated.signature, module, optimized, generated)
+
+
+def _fit_cluster(name: str, grid: list[Point], verify: list[Point], probes: dict[Point, _Probe],
+                 names: list[str]) -> tuple[str, SymbolicAbi, dict]:
+    template = symbolic.generalize(grid, [probes[p].source for p in grid])
+    for v in verify:
+        template.check(v, probes[v].source)
+    everything = grid + verify
+
+    def dims(key: str):
+        fitted = symbolic.fit_dims(grid, [[e["dims"] for e in probes[p].signature[key]] for p in grid], key[:-1])
+        for v in verify:
+            got = [e["dims"] for e in probes[v].signature[key]]
+            if got != [[poly(v) for poly in shape] for shape in fitted]:
+                raise NotSymbolic(f"the {key} at the verify point {v} are {got}, not what the probes give")
+        return fitted
+
+    inputs, outputs = dims("inputs"), dims("outputs")
+    if len({len(probes[p].slots) for p in everything}) != 1:
+        raise NotSymbolic("the number of scratch buffers changes with the dims")
+    slots = symbolic.fit_dims(grid, [[probes[p].slots] for p in grid], "scratch")[0] if probes[grid[0]].slots else []
+    for v in verify:
+        if [s(v) for s in slots] != probes[v].slots:
+            raise NotSymbolic(f"the scratch sizes at the verify point {v} are not what the probes give")
+    first = probes[grid[0]]
+    labels = [f"input {p.parameter_number} (%%{p.name})" for p in first.optimized.entry.parameters]
+    abi = SymbolicAbi(names, symbolic.bind_symbols(inputs, len(names)), inputs, outputs, slots, labels)
+    sig = symbolic.signature(first.signature["module"], abi, first.signature["inputs"], first.signature["outputs"])
+    return symbolic.assemble(template.text(), abi, sig), abi, sig
+
+
+def _compile(name: str, source: str, sig: dict, first: _Probe, flags: Flags, start: float) -> CompiledCluster:
+    import backends.cpu as cpu
+    from backends.cpu.codegen import GeneratedKernel
+    from backends.toolchain import CompileError, compile_shared_object
+
+    generated = GeneratedKernel(source, sig, 0, {}, first.generated.libraries, "", first.generated.include_dirs,
+                                first.generated.library_dirs)
+    try:
+        built = compile_shared_object(source, cpu.compiler_options_for(generated), flags.cache_dir, name=name)
+    except CompileError as e:
+        raise NotSymbolic(f"the symbolic source does not compile: {str(e).splitlines()[0]}") from e
+    native = cpu.Executable(first.optimized, generated, built.path, built.cache_hit, built.sha256)
+    kernel = backends.Executable("cpu", Path(built.path), source, built.cache_hit, sig, "", native)
+    log.info("compiled cluster %s with symbolic dims (%s): %.3f s, kernel cache %s", name,
+             ", ".join(sig["symbols"]), time.perf_counter() - start, "hit" if built.cache_hit else "miss")
+    return CompiledCluster(name, first.module, first.optimized, kernel, str(built.path), sha256_file(built.path),
+                           time.perf_counter() - start, built.cache_hit)
+
+
+def compile_symbolic(cf, *, must_compile: bool, flags: Flags, all_or_nothing: bool = True) -> SymbolicResult:
+    """Cluster ``cf`` (traced with unknown dims) and compile every cluster once for all their values.
+
+    ``all_or_nothing``: a cluster that does not generalize raises ``NotSymbolic`` (before anything is
+    compiled); otherwise it stays in TensorFlow with one WARNING naming it and why."""
+    if flags.backend != "cpu":
+        raise NotSymbolic(f"symbolic dims are generated by the cpu backend only, not {flags.backend!r}")
+    unknown = unknown_inputs(cf)
+    if not unknown:
+        raise NotSymbolic("no input has an unknown dim")
+    positions = sorted({d for dims in unknown.values() for d, x in enumerate(dims) if x is None})
+    symbol_of = {d: j for j, d in enumerate(positions)}
+    names = [f"s{j}" for j in range(len(positions))]
+    grid, verify = probe_points(len(positions))
+    options = ClusterOptions(min_cluster_size=1 if must_compile else flags.min_cluster_size,
+                             max_cluster_size=flags.max_cluster_size or None,
+                             fuel=None if flags.clustering_fuel < 0 else flags.clustering_fuel,
+                             must_compile=must_compile)
+    from hlo.lowering.tf_function import python_sources
+
+    graph = cf.graph
+    fetches = [t.name for t in graph.outputs] + [control(op.name) for op in graph.control_outputs]
+    graph_def, resources, py_sources = graph.as_graph_def(), resource_shapes_of(cf), python_sources(graph)
+    analyses = {}
+    for p in grid + verify:
+        shapes = {n: tuple(p[symbol_of[d]] if x is None else x for d, x in enumerate(dims))
+                  for n, dims in unknown.items()}
+        result = analyze(graph_def, fetches, options, resource_shapes=resources, input_shapes=shapes)
+        result.sources = result.node_sources(py_sources)
+        analyses[p] = result
+    base = analyses[grid[0]]
+    if must_compile and base.unsupported():
+        raise UnsupportedGraphError.from_nodes(cf, base, base.unsupported())
+    function_name = cf.name.decode() if isinstance(cf.name, bytes) else str(cf.name)
+    notes: dict[str, str] = {}
+    compiled: list[CompiledCluster] = []
+    fitted = []
+    for spec in base.clusters:
+        start = time.perf_counter()
+        try:
+            by_point = {p: {c.name: c for c in a.clusters}.get(spec.name) for p, a in analyses.items()}
+            if any(c is None or c.node_names != spec.node_names for c in by_point.values()):
+                raise NotSymbolic("the clustering differs between probe sizes")
+            probes = {p: _probe(c, flags, base.sources, spec.name) for p, c in by_point.items()}
+            fitted.append((spec, *_fit_cluster(spec.name, grid, verify, probes, names), probes[grid[0]], start))
+        except NotSymbolic as e:
+            notes[spec.name] = f"not symbolic: {e}"
+    if notes and (must_compile or all_or_nothing):
+        raise NotSymbolic("; ".join(f"cluster {n} is {why}" for n, why in notes.items()))
+    for name, why in notes.items():
+        log.warning("%s: cluster %s stays in TensorFlow: %s", function_name, name, why)
+    launches = {}
+    for spec, source, abi, sig, first, start in fitted:
+        c = _compile(spec.name, source, sig, first, flags, start)
+        compiled.append(c)
+        shapes = [[None if e < 0 else e for e in o["dims"]] for o in sig["outputs"]]
+        launches[spec.name] = LaunchSpec(standard_attrs(spec, kernel_hash=c.kernel_hash, output_shapes=shapes),
+                                         kernel_path=c.kernel_path)
+    drop_clusters(base, notes)
+    rewritten = rewrite(base, lambda spec: launches[spec.name])
+    symbols = [f"s{j} = dim {d}" for j, d in enumerate(positions)]
+    return SymbolicResult(base, compiled, rewritten, symbols, notes)
