@@ -215,8 +215,9 @@ class CompiledFunction(polymorphic_function.Function):
                                   autograph=autograph)
         self._cache: OrderedDict[tuple, CompiledGraph] = OrderedDict()  # shape specializations, in compile order
         self._over_limit_warned = False  # past --max_specializations: warned once
-        # None: not tried yet; False: per-shape kernels instead (or no None batch dim in input_signature)
-        self._tiled: CompiledGraph | None | bool = None if self._batch_polymorphic(input_signature) else False
+        # The one compilation for every shape the input_signature accepts (batch tiles or symbolic dims).
+        # None: not tried yet; False: per-shape kernels instead (or no None dim in input_signature)
+        self._tiled: CompiledGraph | None | bool = None if self._any_shape(input_signature) else False
         self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._runners: dict[int, tuple[CompiledGraph, object]] = {}  # id(compiled graph) -> (it, its AssetRunner)
         self._holder = None  # kernel_assets: the Assets of every runner's kernels, by file name
@@ -231,11 +232,6 @@ class CompiledFunction(polymorphic_function.Function):
                          reduce_retracing=reduce_retracing)
         if _instance is not None:
             self.__signature__ = target.__signature__  # without ``self``: Keras binds call arguments by it
-        unknown = _unknown_inner_dims(input_signature)
-        if unknown and jit_compile is not False and _instance is None:
-            log.info("%s: compiling per input shape, at most --max_specializations of them (%s: compiling once "
-                     "for every shape needs symbolic dimensions, not supported yet; only an unknown leading "
-                     "batch dim is)", name, unknown)
 
     # methods of tf.Module / Keras models: bind per instance, as tf.function does (the binding holds the
     # instance weakly, so it can still be freed; a Keras model's call binds its arguments by the signature)
@@ -294,30 +290,43 @@ class CompiledFunction(polymorphic_function.Function):
                 raise TypeError(f"{self.name}: argument {k} is {t}, not compatible with input_signature {spec}")
 
     @staticmethod
-    def _batch_polymorphic(input_signature) -> bool:
-        """An input_signature with a ``None`` leading dim and every other dim known: try compiling once for
-        every batch size (``batch_tiling``); any other unknown dim is specialized per call shape."""
-        if input_signature is None or _unknown_inner_dims(input_signature):
+    def _any_shape(input_signature) -> bool:
+        """An input_signature with a ``None`` dim (every rank known): try compiling once for every shape it
+        accepts (``batch_tiling`` for a leading one alone, else ``symbolic_dims``)."""
+        if input_signature is None:
             return False
-        specs = tf.nest.flatten(input_signature, expand_composites=True)
-        return any(isinstance(s, tf.TensorSpec) and s.shape.rank and s.shape[0] is None for s in specs)
+        specs = [s for s in tf.nest.flatten(input_signature, expand_composites=True) if isinstance(s, tf.TensorSpec)]
+        return all(s.shape.rank is not None for s in specs) and any(None in s.shape.as_list() for s in specs)
+
+    def _build_any_shape(self, cf, flags: Flags) -> CompiledGraph | bool:
+        """One compilation for every shape: batch tiles where only a leading dim is unknown and the clusters
+        tile, else symbolic dims; False (with the reasons at INFO) to compile per input shape instead.
+        All or nothing: a cluster that does not generalize is compiled per input shape, never dropped."""
+        from backends.codegen.symbolic import NotSymbolic
+        from tfxla_plugin.batch_tiling import NotTileable
+
+        must_compile = self._options.jit_compile is True
+        why = []
+        if not _unknown_inner_dims(self._options.input_signature):
+            try:
+                return CompiledGraph.build_tiled(cf, must_compile=must_compile, flags=flags, all_or_nothing=True)
+            except NotTileable as e:
+                why.append(f"batch tiles: {e}")
+        try:
+            return CompiledGraph.build_symbolic(cf, must_compile=must_compile, flags=flags, all_or_nothing=True)
+        except NotSymbolic as e:
+            why.append(f"symbolic dims: {e}")
+        log.info("%s: compiling per input shape instead of once for every shape (at most --max_specializations=%d "
+                 "shapes): %s", self.name, flags.max_specializations, "; ".join(why))
+        return False
 
     def _compiled_tiled(self, args, kwargs):
-        """The batch-tiled compilation for the input_signature (see ``batch_tiling``), or None."""
+        """The compilation for every shape of the input_signature (``_build_any_shape``), or None."""
         if self._tiled is None:
             flags = self._flags()
-            from tfxla_plugin.batch_tiling import NotTileable
-
             cf = self._plain.get_concrete_function()  # traced here: an init_scope pauses the tapes it may open
             with tf.init_scope():  # compiled eagerly (the eager launch's constants), also while a graph is traced
-                try:
-                    # all_or_nothing: a cluster that does not tile is compiled per input shape, never dropped
-                    self._tiled = CompiledGraph.build_tiled(cf, must_compile=self._options.jit_compile is True,
-                                                            flags=flags, all_or_nothing=True)
-                except NotTileable as e:
-                    log.info("%s: compiling per input shape instead of once for every batch size (at most "
-                             "--max_specializations=%d shapes): %s", self.name, flags.max_specializations, e)
-                    self._tiled = False
+                self._tiled = self._build_any_shape(cf, flags)
         if self._tiled is False:
             return None
         flat = tf.nest.flatten((args, kwargs), expand_composites=True)

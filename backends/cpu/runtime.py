@@ -60,6 +60,14 @@ class Kernel:
         self.lib.tfxla_init.restype = ctypes.c_int
         self.lib.tfxla_init.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]
         self.lib.tfxla_teardown.argtypes = [ctypes.c_void_p]
+        # A kernel with symbolic dims (ABI 3) has -1 for them and says its output dims and scratch per call.
+        self.symbolic = int(self.signature.get("abi_version", 2)) >= 3
+        if self.symbolic:
+            if not hasattr(self.lib, "tfxla_shapes"):
+                raise KernelError(f"{self.path} has symbolic dims but no tfxla_shapes")
+            self.lib.tfxla_shapes.restype = ctypes.c_int
+            self.lib.tfxla_shapes.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),
+                                              ctypes.POINTER(ctypes.c_int64), ctypes.c_char_p, ctypes.c_size_t]
         self.inputs = [(PrimitiveType.from_text(i["dtype"]), tuple(i["dims"])) for i in self.signature["inputs"]]
         self.outputs = [(PrimitiveType.from_text(o["dtype"]), tuple(o["dims"])) for o in self.signature["outputs"]]
         self._runtime = None if self.signature.get("backend") == "cuda" else thread_pool.runtime(num_threads)
@@ -67,13 +75,37 @@ class Kernel:
         # Buffers are in each shape's layout: the major-to-minor order of the dims, when it is not row-major.
         self._in_order = [physical_order(i) for i in self.signature["inputs"]]
         self._out_order = [physical_order(o) for o in self.signature["outputs"]]
-        self._scratch = np.empty(int(self.signature["scratch_bytes"]) + 64, np.uint8)
-        offset = (-self._scratch.ctypes.data) % 64
-        self._scratch_ptr = self._scratch.ctypes.data + offset
+        self._scratch_for(int(self.signature["scratch_bytes"]))
         self._state = ctypes.c_void_p()
         err = ctypes.create_string_buffer(_ERR_LEN)
         if self.lib.tfxla_init(ctypes.byref(self._state), err, _ERR_LEN) != 0:
             raise KernelError(f"kernel init failed: {err.value.decode(errors='replace')}")
+
+    def _scratch_for(self, nbytes: int) -> None:
+        """A 64-byte aligned scratch of at least ``nbytes`` (kept, grown when a call needs more)."""
+        if getattr(self, "_scratch", None) is not None and self._scratch.size >= nbytes + 64:
+            return
+        self._scratch = np.empty(nbytes + 64, np.uint8)
+        self._scratch_ptr = self._scratch.ctypes.data + (-self._scratch.ctypes.data) % 64
+
+    def _output_dims(self, dims: list[int]) -> list[tuple[int, ...]]:
+        """The outputs' dims for these input dims: the signature's, or a symbolic kernel's ``tfxla_shapes``."""
+        if not self.symbolic:
+            return [shape for _, shape in self.outputs]
+        dim_arr = (ctypes.c_int64 * max(len(dims), 1))(*dims)
+        out = (ctypes.c_int64 * max(sum(len(s) for _, s in self.outputs), 1))()
+        scratch = ctypes.c_int64()
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        status = self.lib.tfxla_shapes(dim_arr, out, ctypes.byref(scratch), err, _ERR_LEN)
+        if status != 0:
+            message = err.value.decode(errors="replace")
+            raise (KernelInvalidArgument if status == STATUS_INVALID_ARGUMENT else KernelError)(message)
+        self._scratch_for(scratch.value)
+        shapes, pos = [], 0
+        for _, shape in self.outputs:
+            shapes.append(tuple(out[pos:pos + len(shape)]))
+            pos += len(shape)
+        return shapes
 
     def __del__(self):
         lib = getattr(self, "lib", None)
@@ -95,7 +127,7 @@ class Kernel:
             arrays.append(np.ascontiguousarray(a if order is None else np.transpose(a, order)))
             dims.extend(a.shape)
         outs = [np.empty(shape if order is None else tuple(shape[d] for d in order), dtype.numpy)
-                for (dtype, shape), order in zip(self.outputs, self._out_order)]
+                for (dtype, _), shape, order in zip(self.outputs, self._output_dims(dims), self._out_order)]
         in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
         out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs])
         dim_arr = (ctypes.c_int64 * max(len(dims), 1))(*dims)

@@ -44,6 +44,8 @@ using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 
 constexpr int kAbiVersion = 2;  // backends/codegen/abi.py ABI_VERSION
+// A kernel with symbolic dims (backends/codegen/symbolic.py): -1 dims, tfxla_shapes for the outputs and scratch.
+constexpr int kSymbolicAbiVersion = 3;
 constexpr size_t kErrLen = 1024;
 constexpr int64_t kScratchAlign = 64;
 
@@ -55,12 +57,17 @@ struct TensorSpec {
   DataType dtype;
   std::vector<int64_t> dims;
 
-  std::string ToString() const { return absl::StrCat(hlo_type, "[", absl::StrJoin(dims, ","), "]"); }
+  std::string ToString() const {
+    return absl::StrCat(hlo_type, "[", absl::StrJoin(dims, ",", [](std::string* out, int64_t d) {
+                          absl::StrAppend(out, d < 0 ? std::string("?") : absl::StrCat(d));
+                        }), "]");
+  }
 };
 
 using AbiVersionFn = int (*)();
 using SignatureFn = const char* (*)();
 using ScratchBytesFn = int64_t (*)();
+using ShapesFn = int (*)(const int64_t*, int64_t*, int64_t*, char*, size_t);
 using InitFn = int (*)(void**, char*, size_t);
 using TeardownFn = void (*)(void*);
 using RunFn = int (*)(void*, const void* const*, const int64_t*, void* const*, char*, const tfxla_runtime*, char*,
@@ -73,6 +80,7 @@ struct LoadedKernel {
   int fd = -1;  // the sealed memfd it was loaded from, open while it is loaded (see SealedCopy)
   void* handle = nullptr;
   RunFn run = nullptr;
+  ShapesFn shapes = nullptr;  // ABI 3 (symbolic dims): output dims and scratch bytes for the input dims
   TeardownFn teardown = nullptr;
   void* state = nullptr;  // written once by tfxla_init, read-only afterwards
   std::vector<TensorSpec> inputs;
@@ -98,7 +106,7 @@ bool DataTypeFromHlo(const std::string& name, DataType* out) {
   return true;
 }
 
-absl::Status ParseSpecs(const Json* list, const char* what, const std::string& path,
+absl::Status ParseSpecs(const Json* list, const char* what, const std::string& path, bool symbolic,
                         std::vector<TensorSpec>* out) {
   if (list == nullptr || list->kind != Json::kArray)
     return InvalidArgument("tfxla kernel '", path, "': signature has no '", what, "' list");
@@ -116,9 +124,10 @@ absl::Status ParseSpecs(const Json* list, const char* what, const std::string& p
       return Unimplemented("tfxla kernel '", path, "': ", what, "[", k, "] has element type ", spec.hlo_type,
                            ", which the TfxlaLaunch op does not support");
     for (const Json& d : dims->array) {
-      if (d.kind != Json::kNumber || !d.is_integer || d.integer < 0)
+      if (d.kind != Json::kNumber || !d.is_integer || d.integer < (symbolic ? -1 : 0))
         return InvalidArgument("tfxla kernel '", path, "': ", what, "[", k,
-                               "] has a dimension that is not a non-negative integer");
+                               "] has a dimension that is not a non-negative integer",
+                               symbolic ? " or -1 (symbolic)" : "");
       spec.dims.push_back(d.integer);
     }
     // Buffers are exchanged in TF's row-major order; other layouts would need a transpose here.
@@ -163,9 +172,9 @@ absl::Status InitLoaded(LoadedKernel* k) {
                               "tfxla and must be recompiled (this TfxlaLaunch op speaks version ", kAbiVersion,
                               ", which hands kernels TensorFlow's threads); a wrapped SavedModel: wrap it again ",
                               "with this version (tfxla wrap)");
-  if (version != kAbiVersion)
+  if (version != kAbiVersion && version != kSymbolicAbiVersion)
     return FailedPrecondition("tfxla kernel '", k->path, "' has ABI version ", version, ", but this TfxlaLaunch op ",
-                              "speaks version ", kAbiVersion, ": it was built by a newer tfxla; recompile the kernel ",
+                              "speaks versions ", kAbiVersion, " and ", kSymbolicAbiVersion, ": it was built by a newer tfxla; recompile the kernel ",
                               "with this one or upgrade tfxla-plugin");
   const char* text = signature();
   if (text == nullptr)
@@ -175,11 +184,13 @@ absl::Status InitLoaded(LoadedKernel* k) {
   if (!JsonReader(text).Parse(&sig, &error) || sig.kind != Json::kObject)
     return InvalidArgument("tfxla kernel '", k->path, "': cannot parse its signature (",
                            error.empty() ? "not an object" : error, "): ", text);
-  if (const Json* v = sig.Find("abi_version"); v == nullptr || v->integer != kAbiVersion)
-    return FailedPrecondition("tfxla kernel '", k->path, "': signature abi_version is not ", kAbiVersion);
+  if (const Json* v = sig.Find("abi_version"); v == nullptr || v->integer != version)
+    return FailedPrecondition("tfxla kernel '", k->path, "': signature abi_version is not ", version);
+  const bool symbolic = version == kSymbolicAbiVersion;
+  if (symbolic) TF_RETURN_IF_ERROR(Symbol(k->handle, "tfxla_shapes", k->path, true, &k->shapes));
   if (const Json* m = sig.Find("module"); m != nullptr && m->kind == Json::kString) k->module = m->str;
-  TF_RETURN_IF_ERROR(ParseSpecs(sig.Find("inputs"), "inputs", k->path, &k->inputs));
-  TF_RETURN_IF_ERROR(ParseSpecs(sig.Find("outputs"), "outputs", k->path, &k->outputs));
+  TF_RETURN_IF_ERROR(ParseSpecs(sig.Find("inputs"), "inputs", k->path, symbolic, &k->inputs));
+  TF_RETURN_IF_ERROR(ParseSpecs(sig.Find("outputs"), "outputs", k->path, symbolic, &k->outputs));
   const Json* scratch = sig.Find("scratch_bytes");
   if (scratch == nullptr || scratch->kind != Json::kNumber || scratch->integer < 0)
     return InvalidArgument("tfxla kernel '", k->path, "': signature has no valid scratch_bytes");

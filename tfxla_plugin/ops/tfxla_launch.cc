@@ -77,7 +77,8 @@ namespace {
 absl::Status CheckInput(const std::string& cluster, int i, const Tensor& t, const TensorSpec& spec, bool batched,
                         const LoadedKernel& k) {
   bool ok = t.dims() == static_cast<int>(spec.dims.size()) && (!batched || t.dims() >= 1);
-  for (int d = batched ? 1 : 0; ok && d < t.dims(); ++d) ok = t.dim_size(d) == spec.dims[d];
+  // a -1 (symbolic) dim: the kernel checks it (tfxla_shapes)
+  for (int d = batched ? 1 : 0; ok && d < t.dims(); ++d) ok = spec.dims[d] < 0 || t.dim_size(d) == spec.dims[d];
   if (ok) return absl::OkStatus();
   std::string expected = spec.ToString();
   if (batched && !spec.dims.empty())
@@ -204,18 +205,41 @@ class TfxlaLaunchOp : public OpKernel {
     }
     if (in_dims.empty()) in_dims.push_back(0);
     const int n_out = static_cast<int>(k.outputs.size());
+    int64_t scratch_bytes = k.scratch_bytes;
+    std::vector<std::vector<int64_t>> out_dims;
+    for (const TensorSpec& o : k.outputs) out_dims.push_back(o.dims);
+    if (k.shapes != nullptr) OP_REQUIRES_OK(ctx, Shapes(k, in_dims.data(), &out_dims, &scratch_bytes));
     absl::InlinedVector<void*, 8> out_ptrs(std::max(n_out, 1), nullptr);
     for (int j = 0; j < n_out; ++j) {
       TensorShape shape;
-      OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape(k.outputs[j].dims, &shape));
+      OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape(out_dims[j], &shape));
       Tensor* out = nullptr;
       OP_REQUIRES_OK(ctx, ctx->allocate_output(j, shape, &out));
       out_ptrs[j] = out->data();
     }
     Tensor scratch_t;
     char* scratch = nullptr;
-    OP_REQUIRES_OK(ctx, Scratch(ctx, k.scratch_bytes, &scratch_t, &scratch));
+    OP_REQUIRES_OK(ctx, Scratch(ctx, scratch_bytes, &scratch_t, &scratch));
     OP_REQUIRES_OK(ctx, Run(k, in_ptrs.data(), in_dims.data(), out_ptrs.data(), scratch, rt));
+  }
+
+  // A symbolic kernel's output dims and scratch bytes for these input dims (it checks them first).
+  absl::Status Shapes(const LoadedKernel& k, const int64_t* in_dims, std::vector<std::vector<int64_t>>* out_dims,
+                      int64_t* scratch_bytes) const {
+    std::vector<int64_t> flat(std::max<size_t>(1, [&] {
+      size_t n = 0;
+      for (const auto& d : *out_dims) n += d.size();
+      return n;
+    }()));
+    char err[kErrLen];
+    err[0] = '\0';
+    const int status = k.shapes(in_dims, flat.data(), scratch_bytes, err, sizeof(err));
+    err[kErrLen - 1] = '\0';
+    if (status != 0) return Failed(k, status, err);
+    size_t pos = 0;
+    for (auto& dims : *out_dims)
+      for (int64_t& d : dims) d = flat[pos++];
+    return absl::OkStatus();
   }
 
   void RunTiled(OpKernelContext* ctx, const tfxla_runtime* rt, const std::vector<const LoadedKernel*>& ks,
@@ -317,6 +341,10 @@ class TfxlaLaunchOp : public OpKernel {
     const int status = k.run(k.state, in, in_dims, out, scratch, rt, err, sizeof(err));
     err[kErrLen - 1] = '\0';
     if (status == 0) return absl::OkStatus();
+    return Failed(k, status, err);
+  }
+
+  absl::Status Failed(const LoadedKernel& k, int status, const char* err) const {
     // The kernel refused the data (a gather index outside its operand): TF's error with TF's message.
     constexpr int kStatusInvalidArgument = 3;  // backends/codegen/abi.py STATUS_INVALID_ARGUMENT
     if (status == kStatusInvalidArgument) {
