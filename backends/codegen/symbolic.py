@@ -350,8 +350,11 @@ def emit_bind(out: IndentedBuffer, abi: SymbolicAbi) -> None:
             for d, poly in enumerate(dims):
                 if poly.symbol is not None and abi.bindings[poly.symbol] == (k, d):
                     continue
-                why = (f"the kernel was compiled for {poly(())}" if all(not m for m, _ in poly.terms) else
-                       f"the other inputs make it %lld ({poly.text(abi.names)}, {_where(abi)})")
+                used = sorted({i for m, _ in poly.terms for i in m})
+                where = ", ".join(f"{abi.names[i]} is {abi.labels[abi.bindings[i][0]]} dim {abi.bindings[i][1]}"
+                                  for i in used)
+                why = (f"the kernel was compiled for {poly(())}" if not used else
+                       f"it must be {poly.text(abi.names)} = %lld ({where})")
                 value = "" if "%lld" not in why else f", (long long){poly.c()}"
                 with out.block(f"if (in_dims[{starts[k] + d}] != {poly.c()})"):
                     out.line(f'snprintf(err, errlen, "{abi.labels[k]}: dimension {d} is %lld, but {why}", '
@@ -362,10 +365,6 @@ def emit_bind(out: IndentedBuffer, abi: SymbolicAbi) -> None:
             out.line(f"tfxla_off[{k + 1}] = tfxla_off[{k}] + {_aligned(size)};")
         out.line("(void)err; (void)errlen; (void)in_dims;")
         out.line("return 0;")
-
-
-def _where(abi: SymbolicAbi) -> str:
-    return ", ".join(f"{n} from input {k} dim {d}" for n, (k, d) in zip(abi.names, abi.bindings)).replace("%", "%%")
 
 
 def signature(module: str, abi: SymbolicAbi, inputs: Sequence[dict], outputs: Sequence[dict]) -> dict:

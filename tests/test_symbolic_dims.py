@@ -1,0 +1,102 @@
+"""Symbolic dims end to end (``tfxla_plugin/symbolic_dims.py``): functions whose input_signature has
+``None`` dims compile once (one C compiler run per cluster) and match TF eager at every shape."""
+
+import glob
+import logging
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfxla_plugin
+
+SHAPES = [(2, 5), (3, 9), (1, 1), (7, 33), (4, 128)]
+V, E, U = 50, 16, 3
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A fresh kernel cache: the number of shared objects in it is the number of C compiler runs."""
+    monkeypatch.setenv("TFXLA_FLAGS", f"--cache_dir={tmp_path}")
+    return lambda: len(glob.glob(str(tmp_path / "**" / "*.so"), recursive=True))
+
+
+def _tokens(rng, shape):
+    return tf.constant(rng.integers(0, V, size=shape).astype(np.int32))
+
+
+def test_text_model_with_none_none_tokens_compiles_once_and_matches_tf(cache):
+    tf.random.set_seed(1)
+    model = tf.keras.Sequential([tf.keras.layers.Embedding(V, E), tf.keras.layers.GlobalAveragePooling1D(),
+                                 tf.keras.layers.Dense(U)])
+    model(tf.zeros([1, 2], tf.int32))
+    f = tfxla_plugin.function(lambda tokens: model(tokens), jit_compile=True,
+                              input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    rng = np.random.default_rng(0)
+    graphs = set()
+    for shape in SHAPES:
+        tokens = _tokens(rng, shape)
+        np.testing.assert_allclose(f(tokens).numpy(), model(tokens).numpy(), rtol=1e-5, atol=1e-6)
+        graphs.add(id(f.compiled_graph(tokens)))
+    assert len(graphs) == 1 and cache() == 1  # one compilation, one C compiler run
+    compiled = f.compiled_graph(tokens)
+    assert compiled.symbolic.symbols == ["s0 = dim 0", "s1 = dim 1"]
+    sig = compiled.clusters[0].signature
+    assert sig["abi_version"] == 3 and sig["outputs"][0]["dims"] == [-1, U]
+
+
+def _masked_model():
+    tf.random.set_seed(2)
+    emb, dense = tf.keras.layers.Embedding(V, E), tf.keras.layers.Dense(U)
+    emb(tf.zeros([1, 2], tf.int32))
+    dense(tf.zeros([1, E]))
+
+    def fn(tokens, labels):  # a masked mean over the length, and a loss: a mean over the batch
+        m = tf.cast(tokens != 0, tf.float32)[..., None]
+        x = tf.reduce_sum(emb(tokens) * m, axis=1) / tf.maximum(tf.reduce_sum(m, axis=1), 1.0)
+        logits = dense(x)
+        return logits, tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+    return fn
+
+
+def test_masked_mean_and_a_loss_over_the_batch_compile_once(cache):
+    fn = _masked_model()
+    f = tfxla_plugin.function(fn, jit_compile=True, input_signature=[tf.TensorSpec([None, None], tf.int32),
+                                                                     tf.TensorSpec([None], tf.int32)])
+    rng = np.random.default_rng(1)
+    for shape in SHAPES:
+        tokens, labels = _tokens(rng, shape), tf.constant(rng.integers(0, U, size=shape[:1]).astype(np.int32))
+        for got, want in zip(f(tokens, labels), fn(tokens, labels)):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert cache() == 1
+    # labels share s0 with the tokens' batch: a disagreeing input is refused, naming it
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"input \d+ \(%labels\): dimension 0 is 3, but it "
+                                                             r"must be s0 = 2"):
+        f(tf.zeros([2, 5], tf.int32), tf.zeros([3], tf.int32))
+
+
+def test_a_batch_reducing_function_under_a_none_batch_compiles_once(cache):
+    w = tf.Variable(tf.random.stateless_normal([8, 4], seed=[1, 2]))
+
+    def loss(x):  # a mean over the batch: no batch tiles, symbolic dims instead
+        return tf.reduce_mean(tf.square(tf.matmul(x, w)))
+
+    f = tfxla_plugin.function(loss, jit_compile=True, input_signature=[tf.TensorSpec([None, 8], tf.float32)])
+    for b in (1, 3, 17):
+        x = tf.random.stateless_normal([b, 8], seed=[b, 0])
+        np.testing.assert_allclose(f(x).numpy(), loss(x).numpy(), rtol=1e-5)
+    assert cache() == 1 and f.compiled_graph(x).symbolic is not None
+
+
+def test_a_size_that_does_not_generalize_compiles_per_shape_and_says_why(cache, caplog):
+    def fn(x):  # sqrt(length) folded into a float literal: no polynomial of the dims
+        return tf.reduce_sum(x, axis=1) / tf.sqrt(tf.cast(tf.shape(x)[1], tf.float32))
+
+    f = tfxla_plugin.function(fn, jit_compile=True, input_signature=[tf.TensorSpec([None, None], tf.float32)])
+    with caplog.at_level(logging.INFO, logger="tfxla_plugin"):
+        for shape in [(2, 5), (3, 7)]:
+            x = tf.random.stateless_normal(shape, seed=[1, 1])
+            np.testing.assert_allclose(f(x).numpy(), fn(x).numpy(), rtol=1e-5)
+    assert "compiling per input shape instead of once for every shape" in caplog.text
+    assert "symbolic dims: cluster" in caplog.text and "float literal" in caplog.text
+    assert cache() == 2  # per shape
