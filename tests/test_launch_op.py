@@ -389,8 +389,9 @@ def test_kernel_error_status_is_a_tf_error_and_the_kernel_stays_usable(op, tmp_p
 @pytest.mark.parametrize("case, error, message", [
     ("abi1", tf.errors.FailedPreconditionError, r"has ABI version 1: it was built by an older tfxla and must be "
                                                 r"recompiled .*a wrapped SavedModel: wrap it again"),
-    ("abi3", tf.errors.FailedPreconditionError, "has ABI version 3, but this TfxlaLaunch op speaks version 2: it "
-                                                "was built by a newer tfxla"),
+    ("abi3_no_shapes", tf.errors.InvalidArgumentError, "is not a tfxla kernel: missing symbol tfxla_shapes"),
+    ("abi4", tf.errors.FailedPreconditionError, "has ABI version 4, but this TfxlaLaunch op speaks versions 2 and "
+                                                "3: it was built by a newer tfxla"),
     ("init_fails", tf.errors.FailedPreconditionError, "tfxla_init failed: no license"),
     ("no_symbols", tf.errors.InvalidArgumentError, "is not a tfxla kernel: missing symbol tfxla_abi_version"),
     ("bad_json", tf.errors.InvalidArgumentError, "cannot parse its signature"),
@@ -400,8 +401,10 @@ def test_kernel_error_status_is_a_tf_error_and_the_kernel_stays_usable(op, tmp_p
 def test_bad_kernels_are_refused_by_name(op, tmp_path, case, error, message):
     kw: dict = {}
     sig = {**SCALAR_SIG, "module": case}
-    if case in ("abi1", "abi3"):
+    if case in ("abi1", "abi4"):
         kw["abi"] = int(case[-1])
+    elif case == "abi3_no_shapes":  # symbolic dims (ABI 3) need tfxla_shapes
+        kw["abi"], sig["abi_version"] = 3, 3
     elif case == "init_fails":
         kw["init"] = 'snprintf(err, errlen, "no license"); return 1;'
     elif case == "bad_json":

@@ -30,7 +30,9 @@ import tensorflow as tf
 from tensorflow.python.eager.polymorphic_function import polymorphic_function
 
 import backends
+from backends.codegen.symbolic import NotSymbolic
 from graph_passes.pipeline import batched_inputs
+from tfxla_plugin.batch_tiling import symbolic_dims_needed
 from tfxla_plugin.compiled_graph import CompiledGraph, GraphImporter, pack_outputs
 from tfxla_plugin.flags import Flags
 
@@ -302,7 +304,6 @@ class CompiledFunction(polymorphic_function.Function):
         """One compilation for every shape: batch tiles where only a leading dim is unknown and the clusters
         tile, else symbolic dims; False (with the reasons at INFO) to compile per input shape instead.
         All or nothing: a cluster that does not generalize is compiled per input shape, never dropped."""
-        from backends.codegen.symbolic import NotSymbolic
         from tfxla_plugin.batch_tiling import NotTileable
 
         must_compile = self._options.jit_compile is True
@@ -368,7 +369,7 @@ class CompiledFunction(polymorphic_function.Function):
         self._over_limit_warned = True
         log.warning("%s: %d input shapes compiled (--max_specializations=%d); calls with a new shape run in "
                     "TensorFlow uncompiled from now on (first: %s). Raise the limit in TFXLA_FLAGS, or give an "
-                    "input_signature whose only unknown dims are batch dims", self.name, len(self._cache), limit,
+                    "input_signature with None dims (compiled once for every shape)", self.name, len(self._cache), limit,
                     _describe_key(key))
 
     def _build(self, args, kwargs) -> CompiledGraph:
@@ -381,13 +382,18 @@ class CompiledFunction(polymorphic_function.Function):
         with tf.init_scope():  # compiled eagerly (the eager launch's constants), also while a graph is traced
             if batched_inputs(cf):
                 return CompiledGraph.build_tiled(cf, must_compile=must_compile, flags=flags)
+            if symbolic_dims_needed(cf):  # traced from TensorSpecs with unknown dims: symbolic kernels if they can be
+                try:
+                    return CompiledGraph.build_symbolic(cf, must_compile=must_compile, flags=flags,
+                                                        all_or_nothing=must_compile)
+                except NotSymbolic as e:
+                    log.info("%s: no symbolic dims for this trace: %s", self.name, e)
             return self._build_static(cf, must_compile, flags)
 
     def _build_static(self, cf, must_compile: bool, flags: Flags) -> CompiledGraph:
         """``CompiledGraph.build``; a trace from TensorSpecs with unknown inner dims (``get_concrete_function``,
         saving) that compiles nothing says why, naming the inputs and their dims: in the error under
         must-compile, in a WARNING under "auto"."""
-        from tfxla_plugin.batch_tiling import symbolic_dims_needed
         from tfxla_plugin.errors import UnsupportedGraphError
 
         try:

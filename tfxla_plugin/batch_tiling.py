@@ -99,17 +99,18 @@ def _input_dims(cf) -> str:
 
 
 def symbolic_dims_needed(cf) -> str:
-    """Why ``cf`` (traced from TensorSpecs) cannot be compiled for every shape it accepts: its data inputs
-    with an unknown dim other than the leading one, or of unknown rank, named with their dims; "" if none."""
+    """The data inputs of ``cf`` (traced from TensorSpecs) with an unknown dim other than the leading one, or
+    of unknown rank, named with their dims, and why batch tiles cannot serve them; "" if none. Symbolic dims
+    (``symbolic_dims``) may still: this is the reason given when they do not either."""
     graph = cf.graph
     inputs = graph.inputs[:len(graph.inputs) - len(graph.captures)]
     unknown = [f"{t.op.name} {t.shape.as_list() if t.shape.rank is not None else '(unknown rank)'}" for t in inputs
                if t.shape.rank is None or any(d is None for d in t.shape.as_list()[1:])]
     if not unknown:
         return ""
-    return (f"input(s) {', '.join(unknown)} have unknown dims other than the leading (batch) one: kernels are "
-            "compiled for static shapes or, for a None batch dim, per batch tile; any length needs symbolic "
-            "dimensions, not supported yet")
+    return (f"input(s) {', '.join(unknown)} have unknown dims that no kernel serves: batch tiles need a None "
+            "leading dim alone, symbolic dims a known rank and clusters whose sizes generalize (the INFO log says "
+            "why one did not)")
 
 
 def compile_tiled(cf, *, must_compile: bool, flags: Flags, tiles=DEFAULT_TILES,

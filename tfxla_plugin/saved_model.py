@@ -37,6 +37,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from graph_passes.pipeline import batched_inputs, summary_json
+from tfxla_plugin.batch_tiling import symbolic_dims_needed
 import backends
 from backends import Backend
 from tfxla_plugin._version import __version__
@@ -130,7 +131,7 @@ class CompiledSignature:
         else:
             self.kernels = {spec.name: [c] for spec, c in zip(compiled.analysis.clusters, compiled.clusters)}
             self.tiles = ()
-            self.notes = {}
+            self.notes = dict(compiled.symbolic.notes) if compiled.symbolic is not None else {}
 
 
 def _compile_signature(name: str, cf, signature, *, jit_compile, flags: Flags, batch_tiles, bar) -> CompiledSignature:
@@ -144,8 +145,25 @@ def _compile_signature(name: str, cf, signature, *, jit_compile, flags: Flags, b
     if batched:
         compiled = CompiledGraph.build_tiled(cf, must_compile=must, flags=flags, tiles=batch_tiles, progress=progress)
     else:
-        compiled = CompiledGraph.build(cf, must_compile=must, flags=flags)
+        compiled = _build_unknown_dims(cf, must, flags) if symbolic_dims_needed(cf) else None
+        if compiled is None:
+            compiled = CompiledGraph.build(cf, must_compile=must, flags=flags)
     return CompiledSignature(name, cf, compiled, signature)
+
+
+def _build_unknown_dims(cf, must: bool, flags: Flags) -> CompiledGraph | None:
+    """Kernels with symbolic dims for a signature with unknown dims other than a batch (``symbolic_dims``):
+    a cluster that does not generalize stays in TensorFlow with a WARNING (an error under must-compile);
+    None when nothing can be symbolic (an unknown rank): the signature is then built as it is."""
+    from backends.codegen.symbolic import NotSymbolic
+
+    try:
+        return CompiledGraph.build_symbolic(cf, must_compile=must, flags=flags, all_or_nothing=must)
+    except NotSymbolic as e:
+        if must:
+            raise
+        log.warning("tfxla wrap: no symbolic dims for %s: %s", cf.name, e)
+        return None
 
 
 def _launch_attrs(gd, sig: CompiledSignature, files: dict[str, dict], features: Sequence[str], strip_graphs: bool,
@@ -342,9 +360,7 @@ def _report(sig: CompiledSignature) -> SignatureReport:
 
 def _why_no_cluster(sig: CompiledSignature) -> str:
     """Why a signature compiled no cluster, naming the inputs or the reasons nodes stayed in TensorFlow."""
-    from tfxla_plugin.batch_tiling import symbolic_dims_needed
-
-    why = symbolic_dims_needed(sig.cf)
+    why = symbolic_dims_needed(sig.cf) if sig.compiled.symbolic is None else ""
     if why:
         return f"{why} (tfxla_plugin.function compiles such inputs per call shape)"
     if sig.notes:
