@@ -116,7 +116,7 @@ NOT_ROW_INDEPENDENT = {
     "divides by the batch size": (lambda x: x / tf.cast(tf.shape(x)[0], tf.float32),
                                   "a constant depends on the batch size", True),
     "reverses the rows": (lambda x: tf.reverse(x, [0]) * 2.0, "reverses the batch dimension", True),
-    # its window spans the batch: the reduce-window's size is the batch size, unrolled per size
+    # its window spans the batch: the reduce-window, sized by the batch, is generated differently per size
     "cumulative sum down the rows": (lambda x: tf.cumsum(x, axis=0) + 1.0, "batch", False),
 }
 

@@ -244,23 +244,54 @@ def test_row_dependent_signature_stays_in_tensorflow_under_auto(tmp_path) -> Non
         saved_model.wrap(tmp_path / "src", tmp_path / "dst2", jit_compile=True, progress=False)
 
 
-class _AnyShape(tf.Module):
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32, name="z")])
+def _text_classifier() -> keras.Model:
+    tokens = keras.Input(shape=(None,), dtype="int32")  # exported as [None, None]: any batch, any length
+    x = keras.layers.Embedding(40, 8)(tokens)
+    x = keras.layers.GlobalAveragePooling1D()(x)
+    return keras.Model(tokens, keras.layers.Dense(3, activation="softmax")(x))
+
+
+def test_a_variable_length_text_classifier_wraps_with_symbolic_dims(tmp_path) -> None:
+    keras.utils.set_random_seed(3)
+    model = _text_classifier()
+    model.export(str(tmp_path / "src"), verbose=False)
+    report = saved_model.wrap(tmp_path / "src", tmp_path / "dst", progress=False)
+    assert report.signatures[0].clusters == 1 and not report.compiled_nothing
+    moved = tmp_path / "elsewhere" / "model"
+    shutil.copytree(tmp_path / "dst", moved)
+    shapes = [(1, 1), (2, 7), (5, 30), (3, 64)]
+    for b, t in shapes:
+        np.save(tmp_path / f"x{b}_{t}.npy", np.random.default_rng(t).integers(0, 40, size=(b, t)).astype(np.int32))
+    script = textwrap.dedent(f"""
+        import numpy as np, tensorflow as tf, tfxla_plugin
+        sig = tf.saved_model.load({str(moved)!r}).signatures["serve"]
+        (key,) = sig.structured_input_signature[1]
+        for b, t in {shapes!r}:
+            out = sig(**{{key: tf.constant(np.load({str(tmp_path)!r} + f"/x{{b}}_{{t}}.npy"))}})
+            np.save({str(tmp_path)!r} + f"/y{{b}}_{{t}}.npy", list(out.values())[0].numpy())
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for b, t in shapes:
+        want = model(np.load(tmp_path / f"x{b}_{t}.npy")).numpy()
+        np.testing.assert_allclose(np.load(tmp_path / f"y{b}_{t}.npy"), want, **TOL)
+
+
+class _AnyRank(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec(None, tf.float32, name="z")])
     def serve(self, z):
         return {"y": tf.tanh(z) * 2.0 + tf.exp(-z * z)}
 
 
-def test_a_signature_with_unknown_inner_dims_wraps_and_stays_correct(tmp_path, caplog, capsys) -> None:
-    # A leading None with another unknown dim cannot be batch-tiled; it used to stop the whole wrap
-    # with "no input with an unknown leading (batch) dimension", then wrapped to 0 clusters silently.
-    module = _AnyShape()
+def test_a_signature_of_unknown_rank_wraps_to_no_cluster_and_says_why(tmp_path, caplog, capsys) -> None:
+    module = _AnyRank()
     tf.saved_model.save(module, str(tmp_path / "src"), signatures={"serving_default": module.serve})
     with caplog.at_level(logging.WARNING, logger="tfxla_plugin"):
         report = saved_model.wrap(tmp_path / "src", tmp_path / "dst", progress=False)
     assert report.signatures[0].name == "serving_default" and report.compiled_nothing
-    why = ("input(s) z [None, None] have unknown dims other than the leading (batch) one: kernels are compiled for "
-           "static shapes or, for a None batch dim, per batch tile; any length needs symbolic dimensions")
+    why = "input(s) z (unknown rank) have unknown dims that no kernel serves: batch tiles need a None leading dim"
     assert report.signatures[0].no_cluster_reason.startswith(why)
+    assert "tfxla wrap: no symbolic dims for" in caplog.text and "input z has an unknown rank" in caplog.text
     assert f"tfxla wrap: signature 'serving_default' compiled no cluster (it runs in TensorFlow, uncompiled): {why}" \
         in caplog.text
     assert f"    no cluster compiled: {why}" in str(report)
