@@ -100,3 +100,25 @@ def test_a_size_that_does_not_generalize_compiles_per_shape_and_says_why(cache, 
     assert "compiling per input shape instead of once for every shape" in caplog.text
     assert "symbolic dims: cluster" in caplog.text and "float literal" in caplog.text
     assert cache() == 2  # per shape
+
+
+def test_attention_pooling_with_a_length_by_length_matrix_compiles_once(cache):
+    # softmax over the length (no row program: its row lives on the stack), layer norm, batched dots, and
+    # a [B, T, T] matrix: sizes in T*T, fitted on the grid of three values per symbol
+    tf.random.set_seed(3)
+    emb, q = tf.Variable(tf.random.normal([V, E])), tf.Variable(tf.random.normal([E, 1]))
+    norm = tf.keras.layers.LayerNormalization()
+    norm(tf.zeros([1, 1, E]))
+
+    def attend(tokens):
+        x = norm(tf.gather(emb, tokens))
+        weights = tf.nn.softmax(tf.squeeze(tf.matmul(x, q), -1), axis=-1)
+        return tf.einsum("bt,bte->be", weights, x), tf.reduce_max(tf.matmul(x, x, transpose_b=True), axis=-1)
+
+    f = tfxla_plugin.function(attend, jit_compile=True, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    rng = np.random.default_rng(2)
+    for shape in SHAPES:
+        tokens = _tokens(rng, shape)
+        for got, want in zip(f(tokens), attend(tokens)):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=2e-5)
+    assert cache() == 1

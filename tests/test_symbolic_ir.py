@@ -7,7 +7,8 @@ from backends.codegen import symbolic
 from backends.codegen.buffer_assignment import Arena
 from backends.codegen.symbolic import NotSymbolic, Poly
 
-GRID = symbolic.grid([5, 7], [12, 14])
+GRID = symbolic.grid([[5, 12], [7, 14]])
+GRID2 = symbolic.grid([[5, 12, 9], [7, 14, 11]])  # degree 2: squares too
 VERIFY = [(19, 23), (10, 9)]
 
 
@@ -18,6 +19,14 @@ def test_fit_recovers_a_multilinear_polynomial_and_prints_c():
     assert poly.c() == "(INT64_C(64) + INT64_C(4)*tfxla_sym[0]*tfxla_sym[1])"
     assert poly.text(["s0", "s1"]) == "64 + s0*s1*4"
     assert symbolic.fit(GRID, [b for b, _ in GRID]).symbol == 0
+
+
+def test_a_grid_of_three_values_fits_squares():
+    values = [b * t * t * 4 for b, t in GRID2]  # the bytes of a [B, T, T] f32 matrix
+    wrong = symbolic.fit(GRID, [b * t * t * 4 for b, t in GRID])  # degree 1 fits the grid, wrongly elsewhere:
+    assert wrong.text(["s0", "s1"]) == "s0*-392 + s0*s1*84" and wrong((19, 23)) != 19 * 23 * 23 * 4  # verify points
+    poly = symbolic.fit(GRID2, values)
+    assert poly.text(["s0", "s1"]) == "s0*s1*s1*4" and poly((19, 23)) == 19 * 23 * 23 * 4
 
 
 def test_fit_refuses_what_is_no_integer_polynomial():
@@ -72,9 +81,11 @@ def test_a_decision_the_grid_agrees_on_is_caught_at_a_verify_point():
         template.check((19, 23), _source((19, 23), body))
 
 
-def test_a_static_array_sized_by_a_symbol_is_refused():
+def test_arrays_sized_by_a_symbol_are_refused():
     with pytest.raises(NotSymbolic, match="static array"):
         _generalized(lambda b, t: f"static const float k_0[{t}] = {{0}};")
+    with pytest.raises(NotSymbolic, match="stack array"):  # a row program's row, sized for small probes
+        _generalized(lambda b, t: f"  float acc[{t}] __attribute__((aligned(64)));")
 
 
 def test_probe_mode_gives_each_buffer_a_slot_and_arithmetic_on_one_is_refused():

@@ -25,19 +25,25 @@ from pathlib import Path
 
 import backends
 from backends.codegen import symbolic
-from backends.codegen.symbolic import NotSymbolic, Point, SymbolicAbi
+from backends.codegen.symbolic import NotPolynomial, NotSymbolic, Point, SymbolicAbi
 from graph_passes.cluster import ClusterOptions
 from graph_passes.pipeline import analyze, control, drop_clusters, resource_shapes_of, rewrite
 from graph_passes.rewrite import LaunchSpec, standard_attrs
 from hlo.lowering import lower_graph
-from tfxla_plugin.cluster_compiler import CompiledCluster, optimize_with_decisions, sha256_file
+from tfxla_plugin.cluster_compiler import CompiledCluster, sha256_file
 from tfxla_plugin.errors import UnsupportedGraphError
 from tfxla_plugin.flags import Flags
 
 log = logging.getLogger("tfxla_plugin")
-PROBE_LO, PROBE_HI = 5, 12  # symbol j takes PROBE_LO + 2j and PROBE_HI + 2j on the grid
+# Symbol j takes LEVELS[k] + 2j on the grid of degree k (its first k + 1 levels); a cluster is fitted with
+# degree 1 first, then 2 (``NotPolynomial``, at most MAX_SQUARED symbols: 3**n probes).
+LEVELS = (5, 12, 9)
+MAX_SQUARED = 2
 VERIFY = ((19, 4), (10, -1))  # verify point v: symbol j is v[0] + v[1]*j (not on the grid, another order)
 NO_PARALLEL = 1 << 62  # probes are generated serial: a symbolic kernel runs on the calling thread
+# The CPU passes whose kernels hold a size-bounded part on the stack or in oneDNN (chosen for the sizes at
+# hand, valid only up to a limit): symbolic kernels use the generic loops instead.
+PROBE_DISABLED = frozenset({"row-programs", "dnnl-epilogues"})
 
 
 @dataclass
@@ -62,10 +68,10 @@ def unknown_inputs(cf) -> dict[str, list[int | None]]:
     return out
 
 
-def probe_points(n: int) -> tuple[list[Point], list[Point]]:
-    lo = [PROBE_LO + 2 * j for j in range(n)]
-    hi = [PROBE_HI + 2 * j for j in range(n)]
-    return symbolic.grid(lo, hi), [tuple(a + b * j for j in range(n)) for a, b in VERIFY]
+def probe_points(n: int, degree: int = 1) -> tuple[list[Point], list[Point]]:
+    """The grid fitting polynomials of ``degree`` in ``n`` symbols, and the verify points."""
+    levels = [[v + 2 * j for v in LEVELS[:degree + 1]] for j in range(n)]
+    return symbolic.grid(levels), [tuple(a + b * j for j in range(n)) for a, b in VERIFY]
 
 
 @dataclass
@@ -83,15 +89,30 @@ def _probe(spec, flags: Flags, sources, name: str) -> _Probe:
 
     module = lower_graph(spec.graph_def, spec.input_specs(), spec.output_tensors(), name=name, sources=sources,
                          library=spec.graph_def.library)
-    backend = backends.get("cpu")
-    optimized = optimize_with_decisions(module, backend)[0] if flags.optimize else backend.prepare(module)
+    pipeline = backends.get("cpu").pipeline(disabled=PROBE_DISABLED)
+    optimized = pipeline.run(module)[0] if flags.optimize else pipeline.prepare(module)
     with symbolic.probing() as slots:
         generated = generate(optimized, CodegenOptions(parallel_threshold=NO_PARALLEL, dnnl=False))
     return _Probe(generated.source, list(slots.sizes), generated.signature, module, optimized, generated)
 
 
-def _fit_cluster(name: str, grid: list[Point], verify: list[Point], probes: dict[Point, _Probe],
-                 names: list[str]) -> tuple[str, SymbolicAbi, dict]:
+def _fit_degrees(n: int, probe, names: list[str]) -> tuple[str, dict, _Probe]:
+    """The symbolic source and signature of a cluster (``probe(point)`` generates it there) and its first
+    probe: fitted with degree 1, then (``NotPolynomial``, at most ``MAX_SQUARED`` symbols) degree 2."""
+    for degree in (1, 2):
+        grid, verify = probe_points(n, degree)
+        probes = {p: probe(p) for p in grid + verify}
+        try:
+            source, sig = _fit_cluster(grid, verify, probes, names)
+            return source, sig, probes[grid[0]]
+        except NotPolynomial:
+            if degree == 2 or n > MAX_SQUARED:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _fit_cluster(grid: list[Point], verify: list[Point], probes: dict[Point, _Probe],
+                 names: list[str]) -> tuple[str, dict]:
     template = symbolic.generalize(grid, [probes[p].source for p in grid])
     for v in verify:
         template.check(v, probes[v].source)
@@ -102,7 +123,7 @@ def _fit_cluster(name: str, grid: list[Point], verify: list[Point], probes: dict
         for v in verify:
             got = [e["dims"] for e in probes[v].signature[key]]
             if got != [[poly(v) for poly in shape] for shape in fitted]:
-                raise NotSymbolic(f"the {key} at the verify point {v} are {got}, not what the probes give")
+                raise NotPolynomial(f"the {key} at the verify point {v} are {got}, not what the probes give")
         return fitted
 
     inputs, outputs = dims("inputs"), dims("outputs")
@@ -111,12 +132,12 @@ def _fit_cluster(name: str, grid: list[Point], verify: list[Point], probes: dict
     slots = symbolic.fit_dims(grid, [[probes[p].slots] for p in grid], "scratch")[0] if probes[grid[0]].slots else []
     for v in verify:
         if [s(v) for s in slots] != probes[v].slots:
-            raise NotSymbolic(f"the scratch sizes at the verify point {v} are not what the probes give")
+            raise NotPolynomial(f"the scratch sizes at the verify point {v} are not what the probes give")
     first = probes[grid[0]]
     labels = [f"input {p.parameter_number} (%%{p.name})" for p in first.optimized.entry.parameters]
     abi = SymbolicAbi(names, symbolic.bind_symbols(inputs, len(names)), inputs, outputs, slots, labels)
     sig = symbolic.signature(first.signature["module"], abi, first.signature["inputs"], first.signature["outputs"])
-    return symbolic.assemble(template.text(), abi, sig), abi, sig
+    return symbolic.assemble(template.text(), abi, sig), sig
 
 
 def _compile(name: str, source: str, sig: dict, first: _Probe, flags: Flags, start: float) -> CompiledCluster:
@@ -151,7 +172,7 @@ def compile_symbolic(cf, *, must_compile: bool, flags: Flags, all_or_nothing: bo
     positions = sorted({d for dims in unknown.values() for d, x in enumerate(dims) if x is None})
     symbol_of = {d: j for j, d in enumerate(positions)}
     names = [f"s{j}" for j in range(len(positions))]
-    grid, verify = probe_points(len(positions))
+    grid = probe_points(len(positions))[0]
     options = ClusterOptions(min_cluster_size=1 if must_compile else flags.min_cluster_size,
                              max_cluster_size=flags.max_cluster_size or None,
                              fuel=None if flags.clustering_fuel < 0 else flags.clustering_fuel,
@@ -161,14 +182,18 @@ def compile_symbolic(cf, *, must_compile: bool, flags: Flags, all_or_nothing: bo
     graph = cf.graph
     fetches = [t.name for t in graph.outputs] + [control(op.name) for op in graph.control_outputs]
     graph_def, resources, py_sources = graph.as_graph_def(), resource_shapes_of(cf), python_sources(graph)
-    analyses = {}
-    for p in grid + verify:
-        shapes = {n: tuple(p[symbol_of[d]] if x is None else x for d, x in enumerate(dims))
-                  for n, dims in unknown.items()}
-        result = analyze(graph_def, fetches, options, resource_shapes=resources, input_shapes=shapes)
-        result.sources = result.node_sources(py_sources)
-        analyses[p] = result
-    base = analyses[grid[0]]
+    analyses: dict[Point, object] = {}
+
+    def analysis(p: Point):  # the function clustered with its unknown dims at ``p``
+        if p not in analyses:
+            shapes = {n: tuple(p[symbol_of[d]] if x is None else x for d, x in enumerate(dims))
+                      for n, dims in unknown.items()}
+            result = analyze(graph_def, fetches, options, resource_shapes=resources, input_shapes=shapes)
+            result.sources = result.node_sources(py_sources)
+            analyses[p] = result
+        return analyses[p]
+
+    base = analysis(grid[0])
     if must_compile and base.unsupported():
         raise UnsupportedGraphError.from_nodes(cf, base, base.unsupported())
     function_name = cf.name.decode() if isinstance(cf.name, bytes) else str(cf.name)
@@ -177,12 +202,18 @@ def compile_symbolic(cf, *, must_compile: bool, flags: Flags, all_or_nothing: bo
     fitted = []
     for spec in base.clusters:
         start = time.perf_counter()
+        probes: dict[Point, _Probe] = {}
+
+        def probe(p: Point, spec=spec, probes=probes) -> _Probe:
+            if p not in probes:
+                c = {c.name: c for c in analysis(p).clusters}.get(spec.name)
+                if c is None or c.node_names != spec.node_names:
+                    raise NotSymbolic(f"the clustering differs between probe sizes ({grid[0]} and {p})")
+                probes[p] = _probe(c, flags, base.sources, spec.name)
+            return probes[p]
+
         try:
-            by_point = {p: {c.name: c for c in a.clusters}.get(spec.name) for p, a in analyses.items()}
-            if any(c is None or c.node_names != spec.node_names for c in by_point.values()):
-                raise NotSymbolic("the clustering differs between probe sizes")
-            probes = {p: _probe(c, flags, base.sources, spec.name) for p, c in by_point.items()}
-            fitted.append((spec, *_fit_cluster(spec.name, grid, verify, probes, names), probes[grid[0]], start))
+            fitted.append((spec, *_fit_degrees(len(names), probe, names), start))
         except NotSymbolic as e:
             notes[spec.name] = f"not symbolic: {e}"
     if notes and (must_compile or all_or_nothing):
@@ -190,7 +221,7 @@ def compile_symbolic(cf, *, must_compile: bool, flags: Flags, all_or_nothing: bo
     for name, why in notes.items():
         log.warning("%s: cluster %s stays in TensorFlow: %s", function_name, name, why)
     launches = {}
-    for spec, source, abi, sig, first, start in fitted:
+    for spec, source, sig, first, start in fitted:
         c = _compile(spec.name, source, sig, first, flags, start)
         compiled.append(c)
         shapes = [[None if e < 0 else e for e in o["dims"]] for o in sig["outputs"]]

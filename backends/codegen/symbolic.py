@@ -10,7 +10,8 @@ computes at run time (``tfxla_off[k]``), and the ABI pieces that name dims (``ab
    identifier, a loop unrolled per size or any other structure that differs refuses the cluster;
 2. each literal that differs is fitted, on a grid of two values per symbol, by the unique multilinear
    polynomial in the symbols (``1, s0, s1, s0*s1, ...``) with integer coefficients: a size, a bound, a
-   stride or an offset. A float literal must be such a polynomial (``(float)(s1)``, a mean's divisor) or
+   stride or an offset (where that fails, ``NotPolynomial``, on a grid of three values per symbol with
+   squares: ``s1*s1`` of a ``[B, T, T]`` attention matrix). A float literal must be such a polynomial (``(float)(s1)``, a mean's divisor) or
    its reciprocal; anything else (a literal inside a static array, a poisoned scratch offset used in
    arithmetic) refuses;
 3. **the safety net**: the fitted source, evaluated at held-out *verify* points (values the grid did not
@@ -53,6 +54,10 @@ _POISON = 1 << 40  # a slot's int value: any arithmetic on it prints a literal t
 
 class NotSymbolic(ValueError):
     """The probes' sources cannot be generalized; the message says where (the first differing line)."""
+
+
+class NotPolynomial(NotSymbolic):
+    """A literal or dim is no polynomial of the degree fitted: a grid of higher degree may fit it."""
 
 
 class Slot(int):
@@ -101,7 +106,7 @@ Point = tuple[int, ...]  # a value per symbol
 
 @dataclass(frozen=True)
 class Poly:
-    """An integer multilinear polynomial: monomial (a tuple of symbol indices) -> coefficient."""
+    """An integer polynomial: monomial (a sorted tuple of symbol indices, ``(1, 1)`` is ``s1*s1``) -> coefficient."""
 
     terms: tuple[tuple[tuple[int, ...], int], ...]
 
@@ -135,15 +140,18 @@ class Poly:
         return " + ".join(parts) or "0"
 
 
-def _monomials(k: int) -> list[tuple[int, ...]]:
-    return [m for r in range(k + 1) for m in itertools.combinations(range(k), r)]
+def _monomials(k: int, degree: int) -> list[tuple[int, ...]]:
+    """Every monomial with each symbol's power at most ``degree``, lowest total degree first."""
+    monos = [tuple(i for i in range(k) for _ in range(e[i])) for e in itertools.product(range(degree + 1), repeat=k)]
+    return sorted(monos, key=lambda m: (len(m), m))
 
 
 def fit(points: Sequence[Point], values: Sequence[int]) -> Poly | None:
-    """The multilinear polynomial through ``values`` at the grid ``points``; None if its coefficients are not
-    integers (or the points are not a grid of two values per symbol)."""
+    """The polynomial through ``values`` at the grid ``points`` (``grid``: ``degree + 1`` values per symbol, each
+    symbol's power at most ``degree``); None if its coefficients are not integers."""
     k = len(points[0])
-    monos = _monomials(k)
+    levels = round(len(points) ** (1 / k)) if k else 1
+    monos = _monomials(k, levels - 1)
     rows = [[Fraction(math.prod(p[i] for i in m)) for m in monos] + [Fraction(v)] for p, v in zip(points, values)]
     n = len(monos)
     for col in range(n):  # Gauss-Jordan over the rationals
@@ -162,13 +170,17 @@ def fit(points: Sequence[Point], values: Sequence[int]) -> Poly | None:
     return poly if all(poly(p) == v for p, v in zip(points, values)) else None
 
 
-def grid(lo: Sequence[int], hi: Sequence[int]) -> list[Point]:
-    return [tuple(hi[j] if (b >> j) & 1 else lo[j] for j in range(len(lo))) for b in range(1 << len(lo))]
+def grid(levels: Sequence[Sequence[int]]) -> list[Point]:
+    """Every point whose value for symbol ``j`` is one of ``levels[j]`` (the same number of values each)."""
+    return [tuple(p) for p in itertools.product(*levels)]
 
 
 # --- reading the probe sources ------------------------------------------------------------------------------
 _LEX = re.compile(r'(?P<str>"(?:[^"\\\n]|\\.)*")|(?P<com>/\*.*?\*/)'
                   r'|(?<![\w.])(?P<num>\d+\.\d+(?:e[-+]?\d+)?f?|\d+(?:\.\d+)?e[-+]?\d+f?|\d+)(?![\w.])', re.S)
+
+
+_STACK_ARRAY = re.compile(r"(?:const\s+)?[A-Za-z_]\w*\s+[A-Za-z_]\w*\[[^\]]*\](?:\s*__attribute__\(\(.*\)\))?\s*;")
 
 
 def _lex(source: str) -> list[tuple[str, str]]:
@@ -242,7 +254,7 @@ class Template:
             cast = (lambda x: float(np.float32(x))) if f32 else float
             expected = poly(point) if want == "i" else cast(poly(point)) if want == "p" else cast(1.0 / poly(point))
             if got != expected:
-                raise NotSymbolic(f"at the verify point {point} a size-dependent literal is {text}, not "
+                raise NotPolynomial(f"at the verify point {point} a size-dependent literal is {text}, not "
                                   f"{expected}: {_line_at(pieces, k)!r}")
 
 
@@ -269,20 +281,22 @@ def generalize(points: Sequence[Point], sources: Sequence[str]) -> Template:
             raise NotSymbolic(f"the probes' sources differ at {line!r}")
         if line.startswith("static "):
             raise NotSymbolic(f"a static array depends on a symbolic dim: {line!r}")
+        if _STACK_ARRAY.match(line):  # sized for the probes' small dims: at run time it may not fit the stack
+            raise NotSymbolic(f"a stack array is sized by a symbolic dim: {line!r}")
         if all(t.isdigit() for t in texts):
             values = [int(t) for t in texts]
             if max(values) >= _POISON:
                 raise NotSymbolic(f"a scratch offset is used in arithmetic: {line!r}")
             poly = fit(points, values)
             if poly is None:
-                raise NotSymbolic(f"a literal ({', '.join(texts)} at {list(points)}) is no polynomial in the "
+                raise NotPolynomial(f"a literal ({', '.join(texts)} at {list(points)}) is no polynomial in the "
                                   f"symbols: {line!r}")
             pieces.append(("i", poly, False))
             continue
         f32 = all(t.endswith("f") for t in texts)
         found = _float_expr([_float_value(t) for t in texts], points, f32)
         if found is None:
-            raise NotSymbolic(f"a float literal ({', '.join(texts)}) depends on the dims: {line!r}")
+            raise NotPolynomial(f"a float literal ({', '.join(texts)}) depends on the dims: {line!r}")
         pieces.append((found[0], found[1], f32))
     return Template(pieces)
 
@@ -310,7 +324,7 @@ def fit_dims(points: Sequence[Point], per_probe: Sequence[Sequence[Sequence[int]
         for d, values in enumerate(zip(*shapes)):
             poly = fit(points, list(values))
             if poly is None:
-                raise NotSymbolic(f"{what} {k} dim {d} ({list(values)}) is no polynomial in the symbols")
+                raise NotPolynomial(f"{what} {k} dim {d} ({list(values)}) is no polynomial in the symbols")
             dims.append(poly)
         out.append(dims)
     return out
