@@ -122,3 +122,18 @@ def test_attention_pooling_with_a_length_by_length_matrix_compiles_once(cache):
         for got, want in zip(f(tokens), attend(tokens)):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=2e-5)
     assert cache() == 1
+
+
+def test_auto_leaves_a_cluster_that_does_not_generalize_in_tensorflow_with_one_warning(cache, caplog):
+    from tfxla_plugin import symbolic_dims
+    from tfxla_plugin.flags import Flags
+
+    def fn(x):
+        return tf.reduce_sum(x, axis=1) / tf.sqrt(tf.cast(tf.shape(x)[1], tf.float32))
+
+    cf = tf.function(fn).get_concrete_function(tf.TensorSpec([None, None], tf.float32))
+    with caplog.at_level(logging.WARNING, logger="tfxla_plugin"):
+        result = symbolic_dims.compile_symbolic(cf, must_compile=False, flags=Flags(), all_or_nothing=False)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "cluster cluster_0 stays in TensorFlow: not symbolic: " in warnings[0]
+    assert "float literal" in warnings[0] and not result.compiled and list(result.notes) == ["cluster_0"]
