@@ -137,3 +137,40 @@ def test_auto_leaves_a_cluster_that_does_not_generalize_in_tensorflow_with_one_w
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "cluster cluster_0 stays in TensorFlow: not symbolic: " in warnings[0]
     assert "float literal" in warnings[0] and not result.compiled and list(result.notes) == ["cluster_0"]
+
+
+def test_gradients_flow_through_a_symbolic_launch(cache):
+    w = tf.Variable(tf.random.stateless_normal([6], seed=[4, 4]))
+
+    def fn(x):
+        return tf.reduce_mean(tf.reduce_sum(tf.tanh(x) * w, axis=-1))
+
+    f = tfxla_plugin.function(fn, jit_compile=True, input_signature=[tf.TensorSpec([None, None, 6])])
+    for shape in [(2, 3, 6), (5, 1, 6)]:
+        x = tf.random.stateless_normal(shape, seed=[shape[0], 1])
+        with tf.GradientTape() as tape:
+            y = f(x)
+        with tf.GradientTape() as tape_tf:
+            y_tf = fn(x)
+        np.testing.assert_allclose(y.numpy(), y_tf.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(tape.gradient(y, w).numpy(), tape_tf.gradient(y_tf, w).numpy(), rtol=1e-5,
+                                   atol=1e-6)
+    assert cache() == 1 and f.compiled_graph(x).symbolic is not None
+
+
+def test_the_python_runtime_runs_a_symbolic_kernel_and_checks_its_dims(cache):
+    from backends.cpu import KernelInvalidArgument
+    from tfxla_plugin import symbolic_dims
+    from tfxla_plugin.flags import Flags
+
+    spec = tf.TensorSpec([None, None], tf.float32)
+    cf = tf.function(lambda x, y: tf.reduce_sum(x * y, axis=1)).get_concrete_function(spec, spec)
+    (cluster,) = symbolic_dims.compile_symbolic(cf, must_compile=True, flags=Flags()).compiled
+    rng = np.random.default_rng(5)
+    for shape in [(1, 1), (4, 9), (30, 2)]:
+        x, y = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+        (got,) = cluster.executable(x, y)
+        np.testing.assert_allclose(got, (x * y).sum(axis=1), rtol=1e-5, atol=1e-6)
+    with pytest.raises(KernelInvalidArgument, match=r"input 1 \(%y\): dimension 1 is 3, but it must be s1 = 2 "
+                                                    r"\(s1 is input 0 \(%x\) dim 1\)"):
+        cluster.executable(np.zeros((4, 2), np.float32), np.zeros((4, 3), np.float32))

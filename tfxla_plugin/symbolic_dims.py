@@ -30,6 +30,7 @@ from graph_passes.cluster import ClusterOptions
 from graph_passes.pipeline import analyze, control, drop_clusters, resource_shapes_of, rewrite
 from graph_passes.rewrite import LaunchSpec, standard_attrs
 from hlo.lowering import lower_graph
+from tfxla_plugin import gradient
 from tfxla_plugin.cluster_compiler import CompiledCluster, sha256_file
 from tfxla_plugin.errors import UnsupportedGraphError
 from tfxla_plugin.flags import Flags
@@ -82,6 +83,7 @@ class _Probe:
     module: object  # the lowered module
     optimized: object
     generated: object
+    graph: bytes  # the cluster's GraphDef at this probe
 
 
 def _probe(spec, flags: Flags, sources, name: str) -> _Probe:
@@ -93,7 +95,8 @@ def _probe(spec, flags: Flags, sources, name: str) -> _Probe:
     optimized = pipeline.run(module)[0] if flags.optimize else pipeline.prepare(module)
     with symbolic.probing() as slots:
         generated = generate(optimized, CodegenOptions(parallel_threshold=NO_PARALLEL, dnnl=False))
-    return _Probe(generated.source, list(slots.sizes), generated.signature, module, optimized, generated)
+    return _Probe(generated.source, list(slots.sizes), generated.signature, module, optimized, generated,
+                  spec.graph_def.SerializeToString())
 
 
 def _fit_degrees(n: int, probe, names: list[str]) -> tuple[str, dict, _Probe]:
@@ -213,7 +216,8 @@ def compile_symbolic(cf, *, must_compile: bool, flags: Flags, all_or_nothing: bo
             return probes[p]
 
         try:
-            fitted.append((spec, *_fit_degrees(len(names), probe, names), start))
+            fitted.append((spec, *_fit_degrees(len(names), probe, names), start,
+                           len({q.graph for q in probes.values()}) == 1))
         except NotSymbolic as e:
             notes[spec.name] = f"not symbolic: {e}"
     if notes and (must_compile or all_or_nothing):
@@ -221,12 +225,14 @@ def compile_symbolic(cf, *, must_compile: bool, flags: Flags, all_or_nothing: bo
     for name, why in notes.items():
         log.warning("%s: cluster %s stays in TensorFlow: %s", function_name, name, why)
     launches = {}
-    for spec, source, sig, first, start in fitted:
+    for spec, source, sig, first, start, one_graph in fitted:
         c = _compile(spec.name, source, sig, first, flags, start)
         compiled.append(c)
         shapes = [[None if e < 0 else e for e in o["dims"]] for o in sig["outputs"]]
-        launches[spec.name] = LaunchSpec(standard_attrs(spec, kernel_hash=c.kernel_hash, output_shapes=shapes),
-                                         kernel_path=c.kernel_path)
+        # No size baked into the cluster graph (the probes' graphs agree): its gradient holds at any size.
+        extra = gradient.cluster_attrs(spec) if one_graph else {}
+        launches[spec.name] = LaunchSpec(standard_attrs(spec, kernel_hash=c.kernel_hash, output_shapes=shapes,
+                                                        **extra), kernel_path=c.kernel_path)
     drop_clusters(base, notes)
     rewritten = rewrite(base, lambda spec: launches[spec.name])
     symbols = [f"s{j} = dim {d}" for j, d in enumerate(positions)]
