@@ -3,6 +3,7 @@
 
 import glob
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -174,3 +175,23 @@ def test_the_python_runtime_runs_a_symbolic_kernel_and_checks_its_dims(cache):
     with pytest.raises(KernelInvalidArgument, match=r"input 1 \(%y\): dimension 1 is 3, but it must be s1 = 2 "
                                                     r"\(s1 is input 0 \(%x\) dim 1\)"):
         cluster.executable(np.zeros((4, 2), np.float32), np.zeros((4, 3), np.float32))
+
+
+def test_a_recurring_shape_gets_static_kernels_where_specializing_pays(cache, monkeypatch, caplog):
+    monkeypatch.setenv("TFXLA_FLAGS", os.environ["TFXLA_FLAGS"] + " --specialize_after=2")
+    w = tf.Variable(tf.random.stateless_normal([E, U], seed=[6, 6]))
+
+    def fn(x):
+        return tf.nn.softmax(tf.matmul(tf.reduce_mean(x, axis=1), w))
+
+    f = tfxla_plugin.function(fn, jit_compile=True, input_signature=[tf.TensorSpec([None, None, E])])
+    x = tf.random.stateless_normal([3, 5, E], seed=[7, 7])
+    with caplog.at_level(logging.INFO, logger="tfxla_plugin"):
+        for calls in (1, 2, 3):
+            np.testing.assert_allclose(f(x).numpy(), fn(x).numpy(), rtol=1e-5, atol=1e-6)
+            assert cache() == (1 if calls == 1 else 2)  # the second call compiles static kernels, once
+    assert "float32[3, 5, 16] called 2 times: compiled static kernels for it" in caplog.text
+    assert f.compiled_graph(x).symbolic is not None and len(f._cache) == 1
+    y = tf.random.stateless_normal([2, 9, E], seed=[8, 8])  # another shape: the symbolic kernels
+    np.testing.assert_allclose(f(y).numpy(), fn(y).numpy(), rtol=1e-5, atol=1e-6)
+    assert cache() == 2

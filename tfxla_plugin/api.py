@@ -168,6 +168,7 @@ def _unknown_inner_dims(input_signature) -> str:
     return ", ".join(found)
 
 
+_MAX_SEEN = 4096  # shape keys whose calls ``_specialized`` counts (then it starts over)
 _DTYPE_NAMES = frozenset(d.name for d in tf.dtypes.__dict__.values() if isinstance(d, tf.DType))
 
 
@@ -217,6 +218,7 @@ class CompiledFunction(polymorphic_function.Function):
                                   autograph=autograph)
         self._cache: OrderedDict[tuple, CompiledGraph] = OrderedDict()  # shape specializations, in compile order
         self._over_limit_warned = False  # past --max_specializations: warned once
+        self._seen: dict[tuple, int] = {}  # shape key -> eager calls run by symbolic kernels (``_specialized``)
         # The one compilation for every shape the input_signature accepts (batch tiles or symbolic dims).
         # None: not tried yet; False: per-shape kernels instead (or no None dim in input_signature)
         self._tiled: CompiledGraph | None | bool = None if self._any_shape(input_signature) else False
@@ -343,6 +345,8 @@ class CompiledFunction(polymorphic_function.Function):
         if self._tiled is not False:
             found = self._compiled_tiled(args, kwargs)
             if found is not None:
+                if calling and found[0].symbolic is not None and found[0].flags.specialize_after > 0:
+                    return self._specialized(args, kwargs) or found
                 return found
         if not kwargs and all(type(a) is _EagerTensor for a in args):  # the common case, kept cheap
             compiled = self._cache.get(tuple((a.dtype, a._shape_tuple()) for a in args))
@@ -362,6 +366,33 @@ class CompiledFunction(polymorphic_function.Function):
             if not full:
                 self._cache[key] = compiled
         return compiled, tensors
+
+    def _specialized(self, args, kwargs) -> tuple[CompiledGraph, list] | None:
+        """Static kernels for this eager call's shapes once they have been called ``--specialize_after`` times
+        (a symbolic kernel runs on one thread without oneDNN: where a shape recurs, specializing pays),
+        within ``--max_specializations``; None while the symbolic kernels run the call."""
+        if not kwargs and all(type(a) is _EagerTensor for a in args):  # the common case, kept cheap
+            compiled = self._cache.get(tuple((a.dtype, a._shape_tuple()) for a in args))
+            if compiled is not None:
+                return compiled, list(args)
+        key, flat = self._key(args, kwargs)
+        compiled = self._cache.get(key)
+        if compiled is None:
+            flags = self._tiled.flags
+            if len(self._seen) > _MAX_SEEN:
+                self._seen.clear()
+            seen = self._seen[key] = self._seen.get(key, 0) + 1
+            if seen != flags.specialize_after or 0 < flags.max_specializations <= len(self._cache):
+                return None
+            try:
+                compiled = self._build(args, kwargs)
+            except Exception as e:  # noqa: BLE001  the symbolic kernels still serve this shape
+                log.info("%s: no static kernels for %s (the symbolic ones run it): %s", self.name,
+                         _describe_key(key), e)
+                return None
+            log.info("%s: %s called %d times: compiled static kernels for it", self.name, _describe_key(key), seen)
+            self._cache[key] = compiled
+        return compiled, _data_inputs(flat)
 
     def _warn_over_limit(self, limit: int, key: tuple) -> None:
         if self._over_limit_warned:

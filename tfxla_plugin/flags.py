@@ -36,6 +36,9 @@ class Flags:
     # its kernels, they are not optional optimizations.
     optimize: bool = True
     max_specializations: int = 16  # input shapes compiled per function; later new shapes run in TF; 0: unlimited
+    # symbolic dims: the Nth eager call of one shape compiles static kernels for it (parallel, oneDNN), within
+    # --max_specializations; 0: never (the symbolic kernels serve every shape)
+    specialize_after: int = 3
     auto_jit: bool = False  # at import: tfxla_plugin.enable(), the graph-optimizer hook (docs/hook.md)
 
     @staticmethod
