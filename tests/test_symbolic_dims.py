@@ -195,3 +195,43 @@ def test_a_recurring_shape_gets_static_kernels_where_specializing_pays(cache, mo
     y = tf.random.stateless_normal([2, 9, E], seed=[8, 8])  # another shape: the symbolic kernels
     np.testing.assert_allclose(f(y).numpy(), fn(y).numpy(), rtol=1e-5, atol=1e-6)
     assert cache() == 2
+
+
+def _keras_text(kind: str):
+    import keras
+
+    keras.utils.set_random_seed(4)
+    tokens = keras.Input(shape=(None,), dtype="int32")
+    x = keras.layers.Embedding(V, 8)(tokens)
+    if kind == "lstm":  # a While over the length: TF infers its shapes only at concrete lengths
+        x = keras.layers.LSTM(6)(x)
+    elif kind == "causal_attention":  # a [T, T] mask from iotas, softmax rows, [B, heads, T, T] scores
+        x = keras.layers.GlobalAveragePooling1D()(keras.layers.MultiHeadAttention(2, 4)(x, x, use_causal_mask=True))
+    else:  # a convolution over the length
+        x = keras.layers.GlobalMaxPooling1D()(keras.layers.Conv1D(4, 3, padding="same")(x))
+    return keras.Model(tokens, x)
+
+
+@pytest.mark.parametrize("kind", ["causal_attention", "conv1d"])
+def test_keras_text_layers_compile_once_for_every_length(kind, cache):
+    model = _keras_text(kind)
+    f = tfxla_plugin.function(lambda t: model(t), jit_compile=True,
+                              input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    rng = np.random.default_rng(3)
+    for shape in [(2, 5), (1, 1), (4, 17)]:
+        tokens = _tokens(rng, shape)
+        np.testing.assert_allclose(f(tokens).numpy(), model(tokens).numpy(), rtol=1e-5, atol=1e-6)
+    assert cache() == 1
+
+
+def test_a_must_compile_lstm_falls_back_to_per_shape_kernels(cache, caplog):
+    model = _keras_text("lstm")
+    f = tfxla_plugin.function(lambda t: model(t), jit_compile=True,
+                              input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    rng = np.random.default_rng(4)
+    with caplog.at_level(logging.INFO, logger="tfxla_plugin"):
+        for shape in [(2, 5), (3, 4)]:
+            tokens = _tokens(rng, shape)
+            np.testing.assert_allclose(f(tokens).numpy(), model(tokens).numpy(), rtol=1e-5, atol=1e-6)
+    assert "symbolic dims: jit_compile=True:" in caplog.text and "at the probe sizes" in caplog.text
+    assert cache() == 2  # per shape

@@ -307,6 +307,7 @@ class CompiledFunction(polymorphic_function.Function):
         tile, else symbolic dims; False (with the reasons at INFO) to compile per input shape instead.
         All or nothing: a cluster that does not generalize is compiled per input shape, never dropped."""
         from tfxla_plugin.batch_tiling import NotTileable
+        from tfxla_plugin.errors import UnsupportedGraphError
 
         must_compile = self._options.jit_compile is True
         why = []
@@ -319,6 +320,8 @@ class CompiledFunction(polymorphic_function.Function):
             return CompiledGraph.build_symbolic(cf, must_compile=must_compile, flags=flags, all_or_nothing=True)
         except NotSymbolic as e:
             why.append(f"symbolic dims: {e}")
+        except UnsupportedGraphError as e:  # e.g. a loop whose shapes TF infers only at concrete input shapes
+            why.append(f"symbolic dims: {str(e).splitlines()[0]} ({len(e.nodes)} node(s), at the probe sizes)")
         log.info("%s: compiling per input shape instead of once for every shape (at most --max_specializations=%d "
                  "shapes): %s", self.name, flags.max_specializations, "; ".join(why))
         return False

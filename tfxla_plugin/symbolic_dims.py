@@ -44,7 +44,7 @@ VERIFY = ((19, 4), (10, -1))  # verify point v: symbol j is v[0] + v[1]*j (not o
 NO_PARALLEL = 1 << 62  # probes are generated serial: a symbolic kernel runs on the calling thread
 # The CPU passes whose kernels hold a size-bounded part on the stack or in oneDNN (chosen for the sizes at
 # hand, valid only up to a limit): symbolic kernels use the generic loops instead.
-PROBE_DISABLED = frozenset({"row-programs", "dnnl-epilogues"})
+PROBE_DISABLED = frozenset({"row-programs", "dnnl-epilogues", "constant-folding"})
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from backends.codegen.abi import RUN_PARAMS, emit_exports, emit_run_checks, signature as abi_signature
+from backends.codegen.abi import PROBING, RUN_PARAMS, emit_exports, emit_run_checks, signature as abi_signature
 from backends.codegen.buffer import IndentedBuffer
 from backends.codegen.buffer_assignment import loop_state_aliases
 from backends.codegen.errors import CodegenUnsupported
@@ -53,6 +53,7 @@ class ModuleCodegen:
         self.names = Names()
         self.globals = IndentedBuffer()
         self.constants: dict[int, str] = {}
+        self.probe_scalars: list[str] = []  # a symbolic probe's scalar constants, set at the start of tfxla_run
         self.functions: dict[str, ComputationEmitter] = {}  # computation name -> emitter
         # Per-executable state built once by tfxla_init (library primitives, packed weights, ...):
         # kernels add struct fields, init code (may `return 1` after writing err) and teardown code.
@@ -75,8 +76,12 @@ class ModuleCodegen:
             shape = check_array(inst.shape, f"constant %{inst.name}")
             cname = f"k_{len(self.constants)}"
             values = C.numpy_to_c_array(inst.literal.to_numpy(), shape.dtype) if shape.num_elements else "0"
-            self.globals.line(f"static const {C.storage(shape.dtype)} {cname}[{max(shape.num_elements, 1)}] "
-                              f"__attribute__((aligned(64))) = {{{values}}};")
+            if PROBING.get() and shape.num_elements == 1:  # a scalar may be a size: set per call (symbolic.py)
+                self.globals.line(f"static __thread {C.storage(shape.dtype)} {cname}[1] __attribute__((aligned(64)));")
+                self.probe_scalars.append(f"{cname}[0] = {values};")
+            else:
+                self.globals.line(f"static const {C.storage(shape.dtype)} {cname}[{max(shape.num_elements, 1)}] "
+                                  f"__attribute__((aligned(64))) = {{{values}}};")
             self.constants[key] = cname
         return self.constants[key]
 
@@ -173,6 +178,7 @@ class ModuleCodegen:
         with out.block(f"TFXLA_EXPORT int tfxla_run({RUN_PARAMS})"):
             emit_run_checks(out, [(f"input {p.parameter_number} (%%{p.name})", p.shape.dims)
                                   for p in entry.parameters])
+            out.lines(self.probe_scalars)
             out.line("tfxla_rt = rt;")
             out.line("tfxla_scratch_base = scratch;")
             out.line("tfxla_st = (tfxla_state*)state;")
