@@ -25,6 +25,9 @@ from hlo.ir import HloInstruction, HloModule
 from hlo.opcodes import Opcode
 
 
+PROBE_SMALL_CONSTANT = 16  # constants of at most this many elements a symbolic probe sets per call (a shape)
+
+
 @dataclass
 class CodegenOptions:
     parallel_threshold: int = 1 << 15  # work per loop nest before its outer loops run on the caller's threads
@@ -53,7 +56,7 @@ class ModuleCodegen:
         self.names = Names()
         self.globals = IndentedBuffer()
         self.constants: dict[int, str] = {}
-        self.probe_scalars: list[str] = []  # a symbolic probe's scalar constants, set at the start of tfxla_run
+        self.probe_scalars: list[str] = []  # a symbolic probe's small constants, set at the start of tfxla_run
         self.functions: dict[str, ComputationEmitter] = {}  # computation name -> emitter
         # Per-executable state built once by tfxla_init (library primitives, packed weights, ...):
         # kernels add struct fields, init code (may `return 1` after writing err) and teardown code.
@@ -76,9 +79,12 @@ class ModuleCodegen:
             shape = check_array(inst.shape, f"constant %{inst.name}")
             cname = f"k_{len(self.constants)}"
             values = C.numpy_to_c_array(inst.literal.to_numpy(), shape.dtype) if shape.num_elements else "0"
-            if PROBING.get() and shape.num_elements == 1:  # a scalar may be a size: set per call (symbolic.py)
-                self.globals.line(f"static __thread {C.storage(shape.dtype)} {cname}[1] __attribute__((aligned(64)));")
-                self.probe_scalars.append(f"{cname}[0] = {values};")
+            if PROBING.get() and 0 < shape.num_elements <= PROBE_SMALL_CONSTANT:  # may hold sizes: set per call
+                self.globals.line(f"static __thread {C.storage(shape.dtype)} {cname}[{shape.num_elements}] "
+                                  f"__attribute__((aligned(64)));")
+                flat = inst.literal.to_numpy().reshape(-1)
+                self.probe_scalars.extend(f"{cname}[{i}] = {C.numpy_to_c_array(flat[i:i + 1], shape.dtype)};"
+                                          for i in range(shape.num_elements))
             else:
                 self.globals.line(f"static const {C.storage(shape.dtype)} {cname}[{max(shape.num_elements, 1)}] "
                                   f"__attribute__((aligned(64))) = {{{values}}};")
