@@ -403,8 +403,8 @@ class CompiledFunction(polymorphic_function.Function):
         self._over_limit_warned = True
         log.warning("%s: %d input shapes compiled (--max_specializations=%d); calls with a new shape run in "
                     "TensorFlow uncompiled from now on (first: %s). Raise the limit in TFXLA_FLAGS, or give an "
-                    "input_signature with None dims (compiled once for every shape)", self.name, len(self._cache), limit,
-                    _describe_key(key))
+                    "input_signature with None dims (compiled once for every shape)", self.name, len(self._cache),
+                    limit, _describe_key(key))
 
     def _build(self, args, kwargs) -> CompiledGraph:
         """Trace and compile for these arguments (eagerly, also while a graph is traced); a ``None`` leading

@@ -11,9 +11,9 @@ computes at run time (``tfxla_off[k]``), and the ABI pieces that name dims (``ab
 2. each literal that differs is fitted, on a grid of two values per symbol, by the unique multilinear
    polynomial in the symbols (``1, s0, s1, s0*s1, ...``) with integer coefficients: a size, a bound, a
    stride or an offset (where that fails, ``NotPolynomial``, on a grid of three values per symbol with
-   squares: ``s1*s1`` of a ``[B, T, T]`` attention matrix). A float literal must be such a polynomial (``(float)(s1)``, a mean's divisor) or
-   its reciprocal; anything else (a literal inside a static array, a poisoned scratch offset used in
-   arithmetic) refuses;
+   squares: ``s1*s1`` of a ``[B, T, T]`` attention matrix). A float literal must be such a polynomial
+   (``(float)(s1)``, a mean's divisor) or its reciprocal; anything else (a literal inside a static or
+   stack array, a poisoned scratch offset used in arithmetic) refuses;
 3. **the safety net**: the fitted source, evaluated at held-out *verify* points (values the grid did not
    use, ordered differently), must give every literal that the verify probes' own sources hold. A
    decision that changes with the size (an unrolled loop, a reuse that fits only at some sizes, a
@@ -62,6 +62,8 @@ class NotPolynomial(NotSymbolic):
 
 class Slot(int):
     """A probe's scratch offset: prints as the kernel's run-time ``tfxla_off[k]``."""
+
+    k: int
 
     def __new__(cls, k: int) -> "Slot":
         slot = super().__new__(cls, _POISON + (k << 20))

@@ -174,7 +174,8 @@ absl::Status InitLoaded(LoadedKernel* k) {
                               "with this version (tfxla wrap)");
   if (version != kAbiVersion && version != kSymbolicAbiVersion)
     return FailedPrecondition("tfxla kernel '", k->path, "' has ABI version ", version, ", but this TfxlaLaunch op ",
-                              "speaks versions ", kAbiVersion, " and ", kSymbolicAbiVersion, ": it was built by a newer tfxla; recompile the kernel ",
+                              "speaks versions ", kAbiVersion, " and ", kSymbolicAbiVersion,
+                              ": it was built by a newer tfxla; recompile the kernel ",
                               "with this one or upgrade tfxla-plugin");
   const char* text = signature();
   if (text == nullptr)
