@@ -102,6 +102,7 @@ def test_probe_mode_gives_each_buffer_a_slot_and_arithmetic_on_one_is_refused():
 def test_bind_symbols_needs_each_symbol_alone_in_some_input_dim():
     s0, s1 = (symbolic.fit(GRID, [p[j] for p in GRID]) for j in (0, 1))
     prod = symbolic.fit(GRID, [b * t for b, t in GRID])
-    assert symbolic.bind_symbols([[prod], [s0, s1]], 2) == [(1, 0), (1, 1)]
+    assert symbolic.bind_symbols([[prod], [s0, s1]], 2, {0, 1}) == [(1, 0), (1, 1)]
     with pytest.raises(NotSymbolic, match=r"symbol\(s\) \[1\]"):
-        symbolic.bind_symbols([[prod], [s0]], 2)
+        symbolic.bind_symbols([[prod], [s0]], 2, {0, 1})
+    assert symbolic.bind_symbols([[s0]], 2, {0}) == [(0, 0), None]  # s1 unused: nothing binds it

@@ -49,9 +49,9 @@ PROBE_DISABLED = frozenset({"row-programs", "dnnl-epilogues", "constant-folding"
 
 @dataclass
 class SymbolicResult:
-    analysis: object  # the ClusteringResult at the first grid point
-    compiled: list[CompiledCluster]
-    rewritten: object  # RewriteResult
+    analysis: object = field(repr=False)  # the ClusteringResult at the first grid point
+    compiled: list[CompiledCluster] = field(repr=False)
+    rewritten: object = field(repr=False)  # RewriteResult
     symbols: list[str]  # "s0 = dim 0", ...
     notes: dict[str, str] = field(default_factory=dict)
 
@@ -138,7 +138,8 @@ def _fit_cluster(grid: list[Point], verify: list[Point], probes: dict[Point, _Pr
             raise NotPolynomial(f"the scratch sizes at the verify point {v} are not what the probes give")
     first = probes[grid[0]]
     labels = [f"input {p.parameter_number} (%%{p.name})" for p in first.optimized.entry.parameters]
-    abi = SymbolicAbi(names, symbolic.bind_symbols(inputs, len(names)), inputs, outputs, slots, labels)
+    used = template.symbols() | {i for polys in inputs + outputs + [slots] for p in polys for i in p.symbols}
+    abi = SymbolicAbi(names, symbolic.bind_symbols(inputs, len(names), used), inputs, outputs, slots, labels)
     sig = symbolic.signature(first.signature["module"], abi, first.signature["inputs"], first.signature["outputs"])
     return symbolic.assemble(template.text(), abi, sig), sig
 

@@ -116,6 +116,10 @@ class Poly:
         return sum(c * math.prod(point[i] for i in mono) for mono, c in self.terms)
 
     @property
+    def symbols(self) -> set[int]:
+        return {i for mono, _ in self.terms for i in mono}
+
+    @property
     def symbol(self) -> int | None:
         """``j`` when the polynomial is exactly ``s_j``."""
         if len(self.terms) == 1 and self.terms[0][1] == 1 and len(self.terms[0][0]) == 1:
@@ -227,6 +231,10 @@ class Template:
 
     pieces: list  # str, or (kind, Poly, is_f32) for a literal: kind "i" int, "p" float poly, "r" reciprocal
 
+    def symbols(self) -> set[int]:
+        """The symbols the generalized source uses."""
+        return {i for p in self.pieces if not isinstance(p, str) for i in p[1].symbols}
+
     def text(self) -> str:
         out = []
         for p in self.pieces:
@@ -309,7 +317,7 @@ class SymbolicAbi:
     """What the kernel's ABI says about its dims, fitted from the probes' signatures and slots."""
 
     names: list[str]  # symbol names s0, s1, ...
-    bindings: list[tuple[int, int]]  # symbol j = input bindings[j][0]'s dim bindings[j][1]
+    bindings: list[tuple[int, int] | None]  # symbol j = input bindings[j][0]'s dim bindings[j][1]; None: unused
     inputs: list[list[Poly]]  # per input, per dim
     outputs: list[list[Poly]]
     slots: list[Poly]  # scratch slot sizes in bytes
@@ -332,18 +340,19 @@ def fit_dims(points: Sequence[Point], per_probe: Sequence[Sequence[Sequence[int]
     return out
 
 
-def bind_symbols(inputs: list[list[Poly]], n: int) -> list[tuple[int, int]]:
-    """For each symbol, the first input dim that is exactly it; raises when one has none."""
+def bind_symbols(inputs: list[list[Poly]], n: int, used: set[int]) -> list[tuple[int, int] | None]:
+    """For each symbol, the first input dim that is exactly it (None for one the kernel does not use);
+    raises when a symbol it uses has none."""
     found: dict[int, tuple[int, int]] = {}
     for k, dims in enumerate(inputs):
         for d, poly in enumerate(dims):
             j = poly.symbol
             if j is not None and j not in found:
                 found[j] = (k, d)
-    missing = [j for j in range(n) if j not in found]
+    missing = sorted(j for j in used if j not in found)
     if missing:
         raise NotSymbolic(f"symbol(s) {missing} appear in no input dim by themselves")
-    return [found[j] for j in range(n)]
+    return [found.get(j) for j in range(n)]
 
 
 def _aligned(poly: Poly) -> str:
@@ -360,15 +369,15 @@ def emit_bind(out: IndentedBuffer, abi: SymbolicAbi) -> None:
         for dims in abi.inputs:
             starts.append(pos)
             pos += len(dims)
-        for j, (k, d) in enumerate(abi.bindings):
-            out.line(f"tfxla_sym[{j}] = in_dims[{starts[k] + d}];")
+        for j, binding in enumerate(abi.bindings):
+            out.line(f"tfxla_sym[{j}] = {'0' if binding is None else f'in_dims[{starts[binding[0]] + binding[1]}]'};")
         for k, dims in enumerate(abi.inputs):
             for d, poly in enumerate(dims):
                 if poly.symbol is not None and abi.bindings[poly.symbol] == (k, d):
                     continue
                 used = sorted({i for m, _ in poly.terms for i in m})
-                where = ", ".join(f"{abi.names[i]} is {abi.labels[abi.bindings[i][0]]} dim {abi.bindings[i][1]}"
-                                  for i in used)
+                where = ", ".join(f"{abi.names[i]} is {abi.labels[b[0]]} dim {b[1]}"
+                                  for i in used for b in [abi.bindings[i]] if b is not None)
                 why = (f"the kernel was compiled for {poly(())}" if not used else
                        f"it must be {poly.text(abi.names)} = %lld ({where})")
                 value = "" if "%lld" not in why else f", (long long){poly.c()}"
@@ -394,7 +403,7 @@ def signature(module: str, abi: SymbolicAbi, inputs: Sequence[dict], outputs: Se
 
     return {"abi_version": SYMBOLIC_ABI_VERSION, "module": module, "inputs": entries(inputs, abi.inputs),
             "outputs": entries(outputs, abi.outputs), "scratch_bytes": 0,
-            "symbols": [f"{n} = input {k} dim {d}" for n, (k, d) in zip(abi.names, abi.bindings)]}
+            "symbols": [f"{n} = input {b[0]} dim {b[1]}" for n, b in zip(abi.names, abi.bindings) if b is not None]}
 
 
 def emit_exports(out: IndentedBuffer, sig: dict, abi: SymbolicAbi) -> None:
