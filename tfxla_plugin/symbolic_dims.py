@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import backends
+from backends import cache_usage
 from backends.codegen import symbolic
 from backends.codegen.symbolic import NotPolynomial, NotSymbolic, Point, SymbolicAbi
 from graph_passes.cluster import ClusterOptions
@@ -155,6 +156,8 @@ def _compile(name: str, source: str, sig: dict, first: _Probe, flags: Flags, sta
         built = compile_shared_object(source, cpu.compiler_options_for(generated), flags.cache_dir, name=name)
     except CompileError as e:
         raise NotSymbolic(f"the symbolic source does not compile: {str(e).splitlines()[0]}") from e
+    if not built.cache_hit:  # the cache grew: keep it under its limit (never evicting this kernel)
+        cache_usage.evict(flags.cache_dir, flags.cache_max_bytes, keep={Path(built.path).name[:64]})
     native = cpu.Executable(first.optimized, generated, built.path, built.cache_hit, built.sha256)
     kernel = backends.Executable("cpu", Path(built.path), source, built.cache_hit, sig, "", native)
     log.info("compiled cluster %s with symbolic dims (%s): %.3f s, kernel cache %s", name,
