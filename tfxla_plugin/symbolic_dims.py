@@ -31,6 +31,7 @@ from graph_passes.cluster import ClusterOptions
 from graph_passes.pipeline import analyze, control, drop_clusters, resource_shapes_of, rewrite
 from graph_passes.rewrite import LaunchSpec, standard_attrs
 from hlo.lowering import lower_graph
+from hlo.opcodes import Opcode as O
 from tfxla_plugin import gradient
 from tfxla_plugin.cluster_compiler import CompiledCluster, sha256_file
 from tfxla_plugin.errors import UnsupportedGraphError
@@ -117,6 +118,10 @@ def _fit_degrees(n: int, probe, names: list[str]) -> tuple[str, dict, _Probe]:
 
 def _fit_cluster(grid: list[Point], verify: list[Point], probes: dict[Point, _Probe],
                  names: list[str]) -> tuple[str, dict]:
+    ffts = {tuple(tuple(i.attr("fft_length")) for _, i in probes[p].optimized.instructions() if i.opcode is O.FFT)
+            for p in probes}
+    if len(ffts) > 1:  # its algorithm (radix or Bluestein's) is chosen per length, at generation
+        raise NotSymbolic("an FFT's length depends on a symbolic dim")
     template = symbolic.generalize(grid, [probes[p].source for p in grid])
     for v in verify:
         template.check(v, probes[v].source)
