@@ -70,10 +70,43 @@ def test_masked_mean_and_a_loss_over_the_batch_compile_once(cache):
         for got, want in zip(f(tokens, labels), fn(tokens, labels)):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
     assert cache() == 1
-    # labels share s0 with the tokens' batch: a disagreeing input is refused, naming it
+    # labels share s0 with the tokens' batch. Called eagerly with another size, the call is traced for its
+    # shapes and TF refuses it as it does without us; inside a graph, where shapes are known only when it
+    # runs, the symbolic kernel refuses it, naming the input
+    bad = tf.zeros([2, 5], tf.int32), tf.zeros([3], tf.int32)
+    with pytest.raises(ValueError, match=r"labels.shape. must equal .logits.shape"):
+        fn(*bad)
+    with pytest.raises(ValueError, match=r"labels.shape. must equal .logits.shape"):
+        f(*bad)
+    outer = tf.function(lambda t, l: f(t, l)[1], input_signature=[tf.TensorSpec([None, None], tf.int32),
+                                                                   tf.TensorSpec([None], tf.int32)])
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"input \d+ \(%labels\): dimension 0 is 3, but it "
                                                              r"must be s0 = 2"):
-        f(tf.zeros([2, 5], tf.int32), tf.zeros([3], tf.int32))
+        outer(*bad)
+
+
+def test_independent_lengths_at_one_dim_position_compile_per_shape_and_match_tf(cache, caplog):
+    # an encoder's and a decoder's tokens: both [None, None], their lengths independent. The symbolic
+    # kernels take one size per dim position; a call whose lengths differ is compiled for its shapes
+    tf.random.set_seed(3)
+    emb = tf.keras.layers.Embedding(V, E)
+    emb(tf.zeros([1, 2], tf.int32))
+
+    def fn(source, target):
+        return tf.reduce_sum(emb(source), axis=1) * tf.reduce_mean(emb(target), axis=1)
+
+    spec = tf.TensorSpec([None, None], tf.int32)
+    f = tfxla_plugin.function(fn, jit_compile=True, input_signature=[spec, spec])
+    rng = np.random.default_rng(4)
+    with caplog.at_level(logging.INFO, logger="tfxla_plugin"):
+        for (b, ls, lt) in [(2, 5, 5), (2, 5, 7), (3, 9, 4), (1, 6, 6)]:
+            source, target = _tokens(rng, (b, ls)), _tokens(rng, (b, lt))
+            np.testing.assert_allclose(f(source, target).numpy(), fn(source, target).numpy(), rtol=1e-5, atol=1e-6)
+    symbolic = f.compiled_graph(_tokens(rng, (2, 3)), _tokens(rng, (2, 3)))
+    assert symbolic.symbolic is not None
+    assert f.compiled_graph(_tokens(rng, (2, 3)), _tokens(rng, (2, 4))) is not symbolic
+    assert sum("inputs with unknown dim 1 of different sizes in one call" in r.getMessage()
+               for r in caplog.records) == 1
 
 
 def test_a_batch_reducing_function_under_a_none_batch_compiles_once(cache):

@@ -218,6 +218,7 @@ class CompiledFunction(polymorphic_function.Function):
                                   autograph=autograph)
         self._cache: OrderedDict[tuple, CompiledGraph] = OrderedDict()  # shape specializations, in compile order
         self._over_limit_warned = False  # past --max_specializations: warned once
+        self._apart_logged = False  # _symbols_agree logged its INFO line
         self._seen: dict[tuple, int] = {}  # shape key -> eager calls run by symbolic kernels (``_specialized``)
         # The one compilation for every shape the input_signature accepts (batch tiles or symbolic dims).
         # None: not tried yet; False: per-shape kernels instead (or no None dim in input_signature)
@@ -339,7 +340,29 @@ class CompiledFunction(polymorphic_function.Function):
         # the input_signature's TensorSpecs take a variable's value, as tf.function's do
         tensors = [tf.convert_to_tensor(x) if isinstance(x, tf.Variable) else x for x in flat if _is_tensor_like(x)]
         self._check_signature(tensors)
+        if self._tiled.symbolic is not None and not self._symbols_agree(tensors):
+            return None  # independent lengths at one position (encoder, decoder): compiled per shape instead
         return self._tiled, tensors
+
+    def _symbols_agree(self, tensors) -> bool:
+        """Whether this call's inputs agree on every symbol of the symbolic kernels: a symbol is a dim
+        position, shared by every input whose input_signature leaves that dim None (``symbolic_dims``).
+        Logged once when they do not (the call is compiled for its shapes)."""
+        specs = tf.nest.flatten(self._options.input_signature, expand_composites=True)
+        seen: dict[int, set] = {}
+        for spec, x in zip(specs, tensors):
+            dims = spec.shape.as_list() if isinstance(spec, tf.TensorSpec) else []
+            for j, d in enumerate(dims):
+                got = x.shape[j]  # None for a graph tensor of unknown dim: nothing to compare
+                if d is None and got is not None:
+                    seen.setdefault(j, set()).add(int(got))
+        apart = sorted(j for j, values in seen.items() if len(values) > 1)
+        if apart and not self._apart_logged:
+            self._apart_logged = True
+            log.info("%s: inputs with unknown dim %s of different sizes in one call: such calls compile per "
+                     "input shape (the symbolic kernels take one size per dim position)", self.name,
+                     ", ".join(map(str, apart)))
+        return not apart
 
     def _compiled(self, args, kwargs, *, calling: bool = False) -> tuple[CompiledGraph | None, list]:
         """The CompiledGraph for these arguments and its flat inputs. Past ``--max_specializations`` cached

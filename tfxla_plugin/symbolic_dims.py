@@ -42,7 +42,8 @@ log = logging.getLogger("tfxla_plugin")
 # degree 1 first, then 2 (``NotPolynomial``, at most MAX_SQUARED symbols: 3**n probes).
 LEVELS = (5, 12, 9)
 MAX_SQUARED = 2
-VERIFY = ((19, 4), (10, -1))  # verify point v: symbol j is v[0] + v[1]*j (not on the grid, another order)
+VERIFY = ((19, 4), (10, -1), (67, 6))  # verify point v: symbol j is v[0] + v[1]*j (off the grid, another order, and
+# one well above it with odd residues: a decision that flips between the small probes and large sizes)
 NO_PARALLEL = 1 << 62  # probes are generated serial: a symbolic kernel runs on the calling thread
 # The CPU passes whose kernels hold a size-bounded part on the stack or in oneDNN (chosen for the sizes at
 # hand, valid only up to a limit): symbolic kernels use the generic loops instead.
