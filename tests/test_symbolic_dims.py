@@ -269,3 +269,14 @@ def test_a_must_compile_lstm_falls_back_to_per_shape_kernels(cache, caplog):
             np.testing.assert_allclose(f(tokens).numpy(), model(tokens).numpy(), rtol=1e-5, atol=1e-6)
     assert "symbolic dims: jit_compile=True:" in caplog.text and "at the probe sizes" in caplog.text
     assert cache() == 2  # per shape
+
+
+def test_symbolic_dims_false_compiles_per_shape(cache, monkeypatch):
+    monkeypatch.setenv("TFXLA_FLAGS", os.environ["TFXLA_FLAGS"] + " --symbolic_dims=false")
+    f = tfxla_plugin.function(lambda x: tf.reduce_sum(x * x, axis=1), jit_compile=True,
+                              input_signature=[tf.TensorSpec([None, None], tf.float32)])
+    for shape in [(2, 3), (2, 5)]:
+        x = tf.random.stateless_normal(shape, seed=[1, 0])
+        np.testing.assert_allclose(f(x).numpy(), tf.reduce_sum(x * x, axis=1).numpy(), rtol=1e-5)
+        assert f.compiled_graph(x).symbolic is None
+    assert cache() == 2

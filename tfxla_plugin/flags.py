@@ -39,6 +39,9 @@ class Flags:
     # symbolic dims: the Nth eager call of one shape compiles static kernels for it (parallel, oneDNN), within
     # --max_specializations; 0: never (the symbolic kernels serve every shape)
     specialize_after: int = 3
+    # false: no symbolic dims (a None dim other than a tiled batch is compiled per input shape, a wrapped
+    # signature's such clusters stay in TensorFlow): for inputs whose unknown dims at one position are independent
+    symbolic_dims: bool = True
     auto_jit: bool = False  # at import: tfxla_plugin.enable(), the graph-optimizer hook (docs/hook.md)
 
     @staticmethod
