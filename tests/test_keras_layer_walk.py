@@ -208,8 +208,6 @@ XLA_REFUSES: dict[str, str] = {
 XFAIL: dict[str, str] = {
     "SpectralNormalization": ("an If whose branches read and assign variables: resource inputs to control "
                               "flow stay in TensorFlow (graph_passes/mark.py rule 3)"),
-    "RandomCrop": ("a StridedSlice at a random offset: its begin is a run-time value, so TF's shape inference "
-                   "leaves its dims unknown and it needs a dynamic-slice lowering"),
 }
 
 
@@ -344,7 +342,7 @@ def test_layer_compiles_where_xla_does(name: str) -> None:
 NUMERICS = (
     "Embedding", "Conv1D_causal", "DepthwiseConv2D_dilated", "UpSampling2D_bilinear", "Resizing_nearest",
     "Discretization", "CategoryEncoding_count", "MultiHeadAttention_causal", "TimeDistributed", "RandomHue",
-    "AdaptiveMaxPooling3D", "AdaptiveAveragePooling2D", "Dropout",
+    "AdaptiveMaxPooling3D", "AdaptiveAveragePooling2D", "Dropout", "RandomCrop",
 )
 
 
