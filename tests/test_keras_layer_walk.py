@@ -205,10 +205,7 @@ XLA_REFUSES: dict[str, str] = {
 }
 
 # Layers XLA compiles and we do not yet: strict xfails, each with what it waits for.
-XFAIL: dict[str, str] = {
-    "SpectralNormalization": ("an If whose branches read and assign variables: resource inputs to control "
-                              "flow stay in TensorFlow (graph_passes/mark.py rule 3)"),
-}
+XFAIL: dict[str, str] = {}  # none now: SpectralNormalization's cond only reads variables (hoisted before it)
 
 
 def _inputs(case: Case, rng: np.random.Generator) -> tuple[list, list[np.ndarray]]:
@@ -342,7 +339,7 @@ def test_layer_compiles_where_xla_does(name: str) -> None:
 NUMERICS = (
     "Embedding", "Conv1D_causal", "DepthwiseConv2D_dilated", "UpSampling2D_bilinear", "Resizing_nearest",
     "Discretization", "CategoryEncoding_count", "MultiHeadAttention_causal", "TimeDistributed", "RandomHue",
-    "AdaptiveMaxPooling3D", "AdaptiveAveragePooling2D", "Dropout", "RandomCrop",
+    "AdaptiveMaxPooling3D", "AdaptiveAveragePooling2D", "Dropout", "RandomCrop", "SpectralNormalization",
 )
 
 
