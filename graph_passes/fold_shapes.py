@@ -121,10 +121,14 @@ def _const_vector(nodes: dict, node) -> np.ndarray | None:
 def _const_size(nodes: dict, begin: str, end: str | None, n: int | None) -> int | None:
     """The size of ``x[b:e]`` (``e`` None: to the end) for constant ``b``, ``e >= 0`` in a dim of size ``n``."""
     b = _const_value(nodes[node_name(begin)]) if node_name(begin) in nodes else None
-    e = _const_value(nodes[node_name(end)]) if end is not None and node_name(end) in nodes else None
-    if n is None or b is None or b.ndim or int(b) < 0 or (end is not None and (e is None or e.ndim or int(e) < 0)):
+    if n is None or b is None or b.ndim or int(b) < 0:
         return None
-    stop = n if end is None else min(int(e), n)
+    stop = n
+    if end is not None:
+        e = _const_value(nodes[node_name(end)]) if node_name(end) in nodes else None
+        if e is None or e.ndim or int(e) < 0:
+            return None
+        stop = min(int(e), n)
     return max(0, stop - min(int(b), n))
 
 
@@ -135,11 +139,14 @@ def _slice_sizes(nodes: dict, node, dims: list[int | None]) -> list[int | None] 
     ellipsis, a new axis or a stride other than 1."""
     if node.attr["ellipsis_mask"].i or node.attr["new_axis_mask"].i:
         return None
-    ins = [nodes.get(node_name(t)) for t in data_inputs(node.input)[1:4]]
-    if len(ins) != 3 or any(n is None for n in ins) or ins[0].op != "Pack" or ins[1].op != "Pack":
+    names = [node_name(t) for t in data_inputs(node.input)[1:4]]
+    if len(names) != 3 or any(n not in nodes for n in names):
         return None
-    strides = _const_vector(nodes, ins[2])
-    begins, ends = (data_inputs(n.input) for n in ins[:2])
+    begin, end, stride = (nodes[n] for n in names)
+    if begin.op != "Pack" or end.op != "Pack":
+        return None
+    strides = _const_vector(nodes, stride)
+    begins, ends = data_inputs(begin.input), data_inputs(end.input)
     if strides is None or strides.shape != (len(begins),) or len(ends) != len(begins) or (strides != 1).any():
         return None
     both = node.attr["begin_mask"].i & node.attr["end_mask"].i
@@ -192,8 +199,8 @@ def _size_slices(graph_def, graph, nodes: dict, result: FoldResult) -> None:
         op = graph.get_operation_by_name(node.name)
         x = op.inputs[0].shape
         sizes = _slice_sizes(nodes, node, x.as_list() if x.rank is not None else [])
-        shape = op.outputs[0].shape if sizes else None
-        dims = _sized_dims(node, sizes, shape.as_list()) if shape is not None and shape.rank is not None else None
+        shape = op.outputs[0].shape
+        dims = _sized_dims(node, sizes, shape.as_list()) if sizes and shape.rank is not None else None
         if dims is None:
             continue
         target = nodes[node.name]

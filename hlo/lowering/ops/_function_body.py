@@ -28,7 +28,7 @@ foldable there, as tf2xla's const-argument analysis allows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence, cast
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -100,7 +100,7 @@ def function_body(ctx: LoweringContext, name: str) -> FunctionBody:
     return body
 
 
-def calls_as_partitioned(fdef, defs: dict):
+def calls_as_partitioned(fdef: Any, defs: dict[str, Any]) -> Any:  # FunctionDef protos (TF ships no stubs)
     """``fdef`` with every node whose op type is a library function (a v1 ``Defun`` call, as in the ``While``
     bodies of ``tf.nn.ctc_loss``) rewritten as the ``PartitionedCall`` of it that means the same (its
     results ``node:<output arg>:0`` read as ``node:output:<k>``), so the call lowering inlines it; ``fdef``
@@ -126,7 +126,7 @@ def calls_as_partitioned(fdef, defs: dict):
     return out
 
 
-def _plain(sig) -> bool:
+def _plain(sig: Any) -> bool:
     """Whether every argument of ``sig`` is one tensor of a fixed type (an instantiated function)."""
     return not sig.attr and all(a.type and not (a.number_attr or a.type_list_attr or a.type_attr)
                                 for a in list(sig.input_arg) + list(sig.output_arg))

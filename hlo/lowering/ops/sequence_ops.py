@@ -12,6 +12,8 @@ bidirectional RNNs over padded batches) and CumulativeLogsumexp (``tf.math.cumul
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from hlo.attributes import ComparisonDirection
@@ -79,7 +81,7 @@ def reverse_sequence(ctx: LoweringContext) -> Value:
     return b.transpose(out, dimensions=perm) if perm != tuple(range(len(dims))) else out
 
 
-def _log_add_exp(dtype: P):
+def _log_add_exp(dtype: P) -> Callable[[ComputationBuilder], Value]:
     def build(cb: ComputationBuilder) -> Value:
         a, c = cb.parameter(scalar(dtype), name="a"), cb.parameter(scalar(dtype), name="b")
         lo, hi = cb.minimum(a, c), cb.maximum(a, c)
