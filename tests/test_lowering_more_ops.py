@@ -122,3 +122,35 @@ def test_compiled_for_the_cpu() -> None:
     want = fn(x, img, lengths, z)
     for i, (g, w) in enumerate(zip(got, want)):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6, err_msg=f"result {i}")
+
+
+def _spd(*batch: int, n: int) -> np.ndarray:
+    m = _f32(*batch, n, n)
+    return (m @ np.swapaxes(m, -1, -2) + n * np.eye(n, dtype=np.float32)).astype(np.float32)
+
+
+@pytest.mark.parametrize("batch,n", [((), 1), ((), 4), ((2,), 5), ((2, 1), 3)])
+def test_cholesky(batch, n: int) -> None:
+    a = _spd(*batch, n=n)
+    a[..., 0, -1] = 1e6  # the upper triangle is never read
+    check_lowering(tf.linalg.cholesky, a, rtol=1e-5, atol=1e-5)
+    check_lowering(tf.linalg.cholesky, a.astype(np.float64))
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("adjoint", [False, True])
+def test_matrix_triangular_solve(lower: bool, adjoint: bool) -> None:
+    a = _f32(2, 4, 4) + 4 * np.eye(4, dtype=np.float32)
+    rhs = _f32(3, 2, 4, 3)  # batch dims broadcast
+    fn = lambda x, y: tf.linalg.triangular_solve(x, y, lower=lower, adjoint=adjoint)  # noqa: E731
+    check_lowering(fn, a, rhs, rtol=1e-5, atol=1e-5)
+    check_lowering(fn, a.astype(np.float64), rhs.astype(np.float64))
+
+
+def test_linear_algebra_compiled_and_size_limit() -> None:
+    a, rhs = _spd(2, n=5), _f32(2, 5, 2)
+    fn = lambda x, y: tf.linalg.cholesky_solve(tf.linalg.cholesky(x), y)  # noqa: E731  (two triangular solves)
+    np.testing.assert_allclose(tfxla_plugin.function(fn, jit_compile=True)(a, rhs).numpy(), fn(a, rhs).numpy(),
+                               rtol=1e-4, atol=1e-5)
+    with pytest.raises(LoweringError, match="Cholesky of 65x65 matrices is not supported: it is unrolled"):
+        lower_fn(tf.linalg.cholesky, _spd(n=65))
