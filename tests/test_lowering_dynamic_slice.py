@@ -68,3 +68,15 @@ def test_run_time_begin_without_a_static_size_is_refused() -> None:
     fn = lambda x, b: tf.strided_slice(x, tf.stack([b]), tf.stack([b + 2]), [1])  # noqa: E731  (not folded here)
     with pytest.raises(LoweringError, match="needs a static slice size in dim 0 .end = begin . a constant., got unknown"):
         lower_fn(fn, X, np.int32(0))
+
+
+@pytest.mark.parametrize("i", [0, 3, -2])
+def test_run_time_index_with_a_strided_full_dim_and_its_gradient(i: int) -> None:
+    """``x[::2, i]`` / ``x[::-3, i]``: the fully masked dims keep their strides around the dynamic slice."""
+    def fn(x, k):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = x[::2, k] * 3.0 + x[::-3, k + 1]
+            loss = tf.reduce_sum(y * y)
+        return y, tape.gradient(loss, x)
+    check_lowering(fn, X, np.int32(i))

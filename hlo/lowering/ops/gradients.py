@@ -153,9 +153,14 @@ def broadcast_gradient_args_rule(ctx: LoweringContext) -> list[Value]:
 
 def _dynamic_strided_slice_grad(ctx: LoweringContext, dims: list[int]) -> Value:
     dy = ctx.inputs[4]
-    starts, sizes, _ = runtime_starts(ctx, dims, 1, ctx.dims(dy))
-    zeros = ctx.broadcast_to(ctx.scalar(0, ctx.dtype(dy)), dims)
-    return ctx.b.dynamic_update_slice(zeros, ctx.reshape(dy, sizes), *starts)
+    spec = runtime_starts(ctx, dims, 1, ctx.dims(dy))
+    zero = ctx.scalar(0, ctx.dtype(dy))
+    dy = ctx.reshape(dy, spec.out_sizes())
+    if any(k != 1 for k in spec.steps):  # a fully masked strided dim: spread dy back over its window
+        config = tuple(PadDim(0, n - ((m - 1) * abs(k) + 1) if m else n, abs(k) - 1 if m else 0)
+                       for n, m, k in zip(spec.sizes, spec.out_sizes(), spec.steps))
+        dy = reverse(ctx, ctx.b.pad(dy, zero, padding=config), [i for i, k in enumerate(spec.steps) if k < 0])
+    return ctx.b.dynamic_update_slice(ctx.broadcast_to(zero, dims), dy, *spec.starts)
 
 
 @register_lowering("StridedSliceGrad", dtypes=ALL, const_inputs=(0, 3))

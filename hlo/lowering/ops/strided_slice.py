@@ -12,7 +12,8 @@ positive strides (reversing dims first where the stride is negative) and
 reshapes to insert new axes and drop shrunk ones.
 
 A run-time ``begin`` (or ``end``; Keras ``RandomCrop`` slices at a random offset) is lowered as XLA
-does, as a ``dynamic-slice`` with static sizes (strides must be 1): a shrunk dim takes size 1, a dim
+does, as a ``dynamic-slice`` with static sizes (strides must be 1, except on a dim with both masks, which
+is then walked with its stride): a shrunk dim takes size 1, a dim
 with both masks its full range, and any other dim the size recorded in the node's ``_output_shapes``
 (``graph_passes/fold_shapes.py`` writes it where ``end = begin + c``: size ``c``). A negative begin
 counts from the end; the start is then clamped so the slice fits (``dynamic-slice``), where TF's
@@ -140,12 +141,26 @@ def _annotated(ctx: LoweringContext) -> list[int] | None:
     return [int(d.size) for d in ctx.node.attr["_output_shapes"].list.shape[0].dim]
 
 
+@dataclass
+class RuntimeSlice:
+    """A strided slice with a run-time begin, per input dim: the s32 ``starts`` and ``sizes`` of its
+    ``dynamic-slice`` window, then the ``steps`` taken through the window (1, or a fully masked dim's
+    stride: negative walks it from the end); ``final`` as ``slice_spec`` gives it."""
+
+    starts: list[Value]
+    sizes: list[int]
+    steps: list[int]
+    final: list[int]
+
+    def out_sizes(self) -> list[int]:
+        return [-(-n // abs(k)) for n, k in zip(self.sizes, self.steps)]
+
+
 def runtime_starts(ctx: LoweringContext, dims: Sequence[int], first: int,
-                   out_dims: Sequence[int] | None) -> tuple[list[Value], list[int], list[int]]:
-    """For a strided slice of ``dims`` whose begin (input ``first``) is a run-time value and strides
-    (input ``first + 2``) are constant: the s32 start of every input dim, the slice sizes, and the
-    final shape as input dims (``NEW_AXIS`` for inserted axes). ``out_dims``: the output's dims where
-    known (None: not), giving the size of a dim that is neither shrunk nor fully masked."""
+                   out_dims: Sequence[int] | None) -> RuntimeSlice:
+    """The ``RuntimeSlice`` of ``dims`` whose begin (input ``first``) is a run-time value and strides
+    (input ``first + 2``) are constant. ``out_dims``: the output's dims where known (-1: not; None: none
+    known), giving the size of a dim that is neither shrunk nor fully masked (its stride must be 1)."""
     strides = ctx.const_ints(first + 2)
     n = len(strides)
     if len(ctx.dims(ctx.inputs[first])) != 1 or ctx.dims(ctx.inputs[first])[0] != n:
@@ -156,34 +171,42 @@ def runtime_starts(ctx: LoweringContext, dims: Sequence[int], first: int,
     known = list(out_dims) if out_dims is not None and len(out_dims) == len(final) else [-1] * len(final)
     begin = ctx.convert(ctx.inputs[first], P.S32)
     zero = ctx.scalar(0, P.S32)
-    starts, sizes = [], []
+    out = RuntimeSlice([], [], [], final)
     for axis, ((entry, _, stride, begin_masked, end_masked, shrink), d) in enumerate(zip(dense, dims)):
-        if stride != 1:
+        if stride == 0:
+            raise ctx.error(f"strides[{axis}] must be non-zero")
+        full = begin_masked and end_masked and not shrink
+        if stride != 1 and not full:
             raise ctx.error(f"a strided slice with a run-time begin needs stride 1, got {stride} in dim {axis}")
         if shrink:
             size = 1
-        elif begin_masked and end_masked:
+        elif full:
             size = d
         else:
             size = known[final.index(axis)]
             if not 0 <= size <= d:
                 raise ctx.error(f"a strided slice with a run-time begin needs a static slice size in dim {axis} "
                                 f"(end = begin + a constant), got {'unknown' if size < 0 else size} of {d}")
-        sizes.append(size)
+        out.sizes.append(size)
+        out.steps.append(stride if full else 1)
         if begin_masked and not shrink:
-            starts.append(zero)
+            out.starts.append(zero)
             continue
         b = ctx.reshape(slice_axis(ctx, begin, 0, entry, entry + 1), ())
-        starts.append(ctx.select(ctx.compare(b, zero, "LT"), ctx.b.add(b, ctx.scalar(d, P.S32)), b))
-    return starts, sizes, final
+        out.starts.append(ctx.select(ctx.compare(b, zero, "LT"), ctx.b.add(b, ctx.scalar(d, P.S32)), b))
+    return out
 
 
 def _dynamic_strided_slice(ctx: LoweringContext) -> Value:
     x = ctx.inputs[0]
     dims = ctx.dims(x)
-    starts, sizes, final = runtime_starts(ctx, dims, 1, _annotated(ctx))
-    x = ctx.b.dynamic_slice(x, *starts, dynamic_slice_sizes=tuple(sizes)) if sizes != list(dims) else x
-    return ctx.reshape(x, [1 if d == NEW_AXIS else sizes[d] for d in final])
+    spec = runtime_starts(ctx, dims, 1, _annotated(ctx))
+    if spec.sizes != list(dims):
+        x = ctx.b.dynamic_slice(x, *spec.starts, dynamic_slice_sizes=tuple(spec.sizes))
+    x = reverse(ctx, x, [i for i, k in enumerate(spec.steps) if k < 0])
+    x = slice_dims(ctx, x, [0] * len(dims), spec.sizes, [abs(k) for k in spec.steps])
+    sizes = spec.out_sizes()
+    return ctx.reshape(x, [1 if d == NEW_AXIS else sizes[d] for d in spec.final])
 
 
 @register_lowering("StridedSlice", dtypes=ALL, const_inputs=(3,))
