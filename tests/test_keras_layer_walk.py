@@ -161,6 +161,8 @@ CASES: dict[str, Case] = {
     "LSTM": Case(lambda: L.LSTM(3), (4, 2)),
     "GRU": Case(lambda: L.GRU(3), (4, 2)),
     "Bidirectional": Case(lambda: L.Bidirectional(L.LSTM(3)), (4, 2)),
+    "Bidirectional_masked": Case(lambda: keras.Sequential([L.Embedding(10, 3, mask_zero=True),
+                                                           L.Bidirectional(L.LSTM(3))]), (5,), "int10"),
     "ConvLSTM1D": Case(lambda: L.ConvLSTM1D(2, 3), (3, 6, 2)),
     "STFTSpectrogram": Case(lambda: L.STFTSpectrogram(frame_length=8, frame_step=4, fft_length=8), (32, 1)),
     "MelSpectrogram": Case(lambda: L.MelSpectrogram(fft_length=16, sequence_stride=8, num_mel_bins=4,
