@@ -147,10 +147,25 @@ def test_matrix_triangular_solve(lower: bool, adjoint: bool) -> None:
     check_lowering(fn, a.astype(np.float64), rhs.astype(np.float64))
 
 
+@pytest.mark.parametrize("adjoint", [False, True])
+def test_matrix_solve_and_inverse_pivot(adjoint: bool) -> None:
+    a = _f32(2, 4, 4)
+    a[0, 0, 0] = 0.0  # row 0 cannot be the first pivot
+    a[1] = [[1e-6, 1, 2, 0], [3, 1, 0, 1], [1, 4, 1, 2], [0, 2, 5, 1]]  # a tiny leading element
+    rhs = _f32(2, 4, 3)
+    solve = lambda x, y: tf.linalg.solve(x, y, adjoint=adjoint)  # noqa: E731
+    inverse = lambda x: tf.raw_ops.MatrixInverse(input=x, adjoint=adjoint)  # noqa: E731
+    check_lowering(solve, a, rhs, rtol=1e-4, atol=1e-5)
+    check_lowering(inverse, a, rtol=1e-4, atol=1e-5)
+    check_lowering(solve, a.astype(np.float64), rhs.astype(np.float64), rtol=1e-10, atol=1e-12)
+    check_lowering(inverse, a[1:, :1, :1].astype(np.float64))  # 1x1
+
+
 def test_linear_algebra_compiled_and_size_limit() -> None:
     a, rhs = _spd(2, n=5), _f32(2, 5, 2)
-    fn = lambda x, y: tf.linalg.cholesky_solve(tf.linalg.cholesky(x), y)  # noqa: E731  (two triangular solves)
-    np.testing.assert_allclose(tfxla_plugin.function(fn, jit_compile=True)(a, rhs).numpy(), fn(a, rhs).numpy(),
-                               rtol=1e-4, atol=1e-5)
+    def fn(x, y):  # Cholesky, two triangular solves, a pivoted solve and an inverse
+        return tf.linalg.cholesky_solve(tf.linalg.cholesky(x), y), tf.linalg.solve(x, y), tf.linalg.inv(x)
+    for got, want in zip(tfxla_plugin.function(fn, jit_compile=True)(a, rhs), fn(a, rhs)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
     with pytest.raises(LoweringError, match="Cholesky of 65x65 matrices is not supported: it is unrolled"):
         lower_fn(tf.linalg.cholesky, _spd(n=65))

@@ -1,5 +1,5 @@
-"""Cholesky and MatrixTriangularSolve (``tf.linalg.cholesky``/``triangular_solve``, Gaussian-process and
-whitening layers), unrolled over the matrix size: small matrices only (``MAX_UNROLLED`` rows), real
+"""Cholesky, MatrixTriangularSolve, MatrixSolve and MatrixInverse (``tf.linalg.cholesky``/
+``triangular_solve``/``solve``/``inv``: Gaussian-process and whitening layers), unrolled over the matrix size: small matrices only (``MAX_UNROLLED`` rows), real
 float types (TF's CPU kernels' float32/float64).
 
 - Cholesky(A [..., n, n]): the lower factor ``L`` column by column, reading only A's lower triangle:
@@ -10,6 +10,11 @@ float types (TF's CPU kernels' float32/float64).
   (``op`` the transpose for ``adjoint``, which solves with the other triangle), by forward (lower) or
   backward substitution one row at a time, reading only the triangle it solves with; batch dims
   broadcast. Division by a zero diagonal gives inf/NaN, as TF's.
+- MatrixSolve(A [..., n, n], B [..., n, k]; adjoint) and MatrixInverse(A; adjoint) (``B = I``): Gaussian
+  elimination with partial pivoting on ``[op(A) | B]``, as LAPACK's ``getrf``/``getrs`` that TF's kernel
+  uses: column ``j``'s pivot is the first row ``>= j`` of largest magnitude, swapped into row ``j``, the
+  rows below it eliminated; then back substitution. A singular matrix gives inf/NaN (TF raises "Input is
+  not invertible").
 
 Rounding differs from Eigen's blocked kernels: results agree within float rounding.
 """
@@ -21,8 +26,9 @@ from typing import Sequence
 from hlo.builder import Value
 from hlo.dtypes import PrimitiveType as P
 from hlo.lowering.context import LoweringContext
-from hlo.lowering.ops._shape_util import concat, slice_dims
+from hlo.lowering.ops._shape_util import concat, iota, slice_dims
 from hlo.lowering.registry import register_lowering
+from hlo.opcodes import Opcode
 
 _TYPES = frozenset({P.F32, P.F64})
 MAX_UNROLLED = 64  # rows of the largest matrix lowered (the HLO grows with the square of it)
@@ -94,6 +100,57 @@ def matrix_triangular_solve(ctx: LoweringContext) -> Value:
     if ctx.attr_bool("adjoint", False):  # op(A) = A^T: solve with the transpose's triangle
         a = ctx.b.transpose(a, dimensions=(*range(nb), nb + 1, nb))
         lower = not lower
+    return _substitute(ctx, a, rhs, lower)
+
+
+def _eliminate(ctx: LoweringContext, m: Value, n: int) -> Value:
+    """``m [..., n, w]`` (``w >= n``) reduced to upper triangular form in its first ``n`` columns by
+    Gaussian elimination with partial pivoting (row swaps applied to every column)."""
+    dims = ctx.dims(m)
+    nb = len(dims) - 2
+    b = ctx.b
+    rows = iota(ctx, P.S32, dims, nb)
+    row_ids = iota(ctx, P.S32, dims[:-1], nb)  # [..., n]
+    for j in range(n):
+        col = ctx.reshape(_part(ctx, m, [None, (j, j + 1)]), dims[:-1])
+        mag = ctx.select(ctx.compare(row_ids, ctx.full(j, row_ids), "GE"), b.abs(col), ctx.full(-1, col))
+        best = ctx.broadcast_in_dim(ctx.reduce(mag, (nb,), Opcode.MAXIMUM, -1), dims[:-1], tuple(range(nb)))
+        first = ctx.select(ctx.compare(mag, best, "EQ"), row_ids, ctx.full(n, row_ids))
+        pivot = ctx.broadcast_in_dim(ctx.reduce(first, (nb,), Opcode.MINIMUM, n), dims, tuple(range(nb)))
+        at_pivot = ctx.compare(rows, pivot, "EQ")
+        zero = ctx.full(0, m)
+        pivot_row = ctx.reduce(ctx.select(at_pivot, m, zero), (nb,), Opcode.ADD, 0)  # [..., w]
+        row_j = ctx.reshape(_part(ctx, m, [(j, j + 1), None]), (*dims[:nb], dims[-1]))
+        spread = tuple(range(nb)) + (nb + 1,)
+        is_j = ctx.compare(rows, ctx.full(j, rows), "EQ")
+        m = ctx.select(is_j, ctx.broadcast_in_dim(pivot_row, dims, spread),
+                       ctx.select(at_pivot, ctx.broadcast_in_dim(row_j, dims, spread), m))
+        top = ctx.broadcast_in_dim(pivot_row, dims, spread)  # row j after the swap
+        lead = _part(ctx, m, [None, (j, j + 1)])  # [..., n, 1]
+        diag = ctx.reshape(_part(ctx, top, [(0, 1), (j, j + 1)]), dims[:nb])
+        factor = b.divide(ctx.reshape(lead, dims[:-1]), ctx.broadcast_in_dim(diag, dims[:-1], tuple(range(nb))))
+        below = ctx.compare(rows, ctx.full(j, rows), "GT")
+        update = b.subtract(m, b.multiply(ctx.broadcast_in_dim(factor, dims, tuple(range(nb + 1))), top))
+        m = ctx.select(below, update, m)
+    return m
+
+
+def _solve(ctx: LoweringContext, a: Value, rhs: Value) -> Value:
+    """``X`` with ``op(A) X = B`` (``op``: the node's ``adjoint``), batch dims already equal."""
+    n, k = ctx.dims(a)[-1], ctx.dims(rhs)[-1]
+    nb = len(ctx.dims(a)) - 2
+    if ctx.attr_bool("adjoint", False):
+        a = ctx.b.transpose(a, dimensions=(*range(nb), nb + 1, nb))
+    upper = _eliminate(ctx, concat(ctx, [a, rhs], nb + 1), n)
+    u, y = _part(ctx, upper, [None, (0, n)]), _part(ctx, upper, [None, (n, n + k)])
+    return _substitute(ctx, u, y, lower=False)
+
+
+def _substitute(ctx: LoweringContext, a: Value, rhs: Value, lower: bool) -> Value:
+    """``X`` with ``A X = B`` for triangular ``A`` (``lower`` or upper), one row at a time."""
+    m, k = ctx.dims(a)[-1], ctx.dims(rhs)[-1]
+    batch = ctx.dims(a)[:-2]
+    nb = len(batch)
     b = ctx.b
     rows: dict[int, Value] = {}  # solved row i of X, [..., 1, k]
     for i in (range(m) if lower else range(m - 1, -1, -1)):
@@ -108,3 +165,24 @@ def matrix_triangular_solve(ctx: LoweringContext) -> Value:
         diag = _part(ctx, a, [(i, i + 1), (i, i + 1)])  # [..., 1, 1]
         rows[i] = b.divide(r, ctx.broadcast_in_dim(ctx.reshape(diag, batch), (*batch, 1, k), tuple(range(nb))))
     return concat(ctx, [rows[i] for i in range(m)], nb) if m else rhs
+
+
+@register_lowering("MatrixSolve", dtypes=_TYPES)
+def matrix_solve(ctx: LoweringContext) -> Value:
+    a, rhs = ctx.inputs
+    n = _square(ctx, a, "matrix")
+    if ctx.dims(rhs)[:-2] != ctx.dims(a)[:-2] or len(ctx.dims(rhs)) < 2 or ctx.dims(rhs)[-2] != n:
+        raise ctx.invalid_argument(f"Incompatible shapes: matrix {list(ctx.dims(a))}, rhs {list(ctx.dims(rhs))}")
+    return _solve(ctx, a, rhs) if n else rhs
+
+
+@register_lowering("MatrixInverse", dtypes=_TYPES)
+def matrix_inverse(ctx: LoweringContext) -> Value:
+    (a,) = ctx.inputs
+    n = _square(ctx, a, "input")
+    if not n:
+        return a
+    dims = ctx.dims(a)
+    eye = ctx.convert(ctx.compare(iota(ctx, P.S32, dims, len(dims) - 2), iota(ctx, P.S32, dims, len(dims) - 1), "EQ"),
+                      ctx.dtype(a))
+    return _solve(ctx, a, eye)
