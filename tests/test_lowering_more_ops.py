@@ -1,6 +1,7 @@
-"""Ops tf2xla lowers for CPU that Keras layers, ``tf.image`` and ``tf.math`` users hit: tensor and matrix
+"""Ops tf2xla lowers for CPU that Keras layers, ``tf.image``, ``tf.math`` and ``tf.linalg`` users hit: tensor and matrix
 diagonals (Diag, DiagPart, MatrixSetDiag/V2/V3), Reverse (v1), ReverseSequence, CumulativeLogsumexp,
-DataFormatVecPermute/DimMap, ConjugateTranspose, ExtractImagePatches, LRN and LRNGrad. Each against TF
+DataFormatVecPermute/DimMap, ConjugateTranspose, ExtractImagePatches, LRN and LRNGrad, MaxPoolGradGrad,
+Cholesky, MatrixTriangularSolve, MatrixSolve, MatrixInverse. Each against TF
 eager through the evaluator (data movement exact; float32 arithmetic at the harness's rtol 2e-5 unless
 stated), then all of them in one function compiled for the CPU; errors with TF's message."""
 
@@ -114,7 +115,9 @@ def test_compiled_for_the_cpu() -> None:
                 tf.image.extract_patches(img, [1, 2, 2, 1], [1, 2, 1, 1], [1, 1, 1, 1], "SAME"),
                 tf.nn.local_response_normalization(img, 1, 1.0, 0.5, 0.75),
                 tf.raw_ops.ConjugateTranspose(x=z, perm=[1, 0]),
-                tf.raw_ops.DataFormatVecPermute(x=lengths, src_format="NHWC", dst_format="NCHW"))
+                tf.raw_ops.DataFormatVecPermute(x=lengths, src_format="NHWC", dst_format="NCHW"),
+                tf.raw_ops.MaxPoolGradGrad(orig_input=img, orig_output=tf.nn.max_pool2d(img, 3, 2, "SAME"), grad=img * 2.0,
+                                           ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME"))
     x, img = _f32(2, 5), _f32(4, 5, 6, 3)
     lengths = np.array([5, 0, 3, 1], np.int32)
     z = (_f32(2, 3) + 1j * _f32(2, 3)).astype(np.complex64)
@@ -169,3 +172,23 @@ def test_linear_algebra_compiled_and_size_limit() -> None:
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
     with pytest.raises(LoweringError, match="Cholesky of 65x65 matrices is not supported: it is unrolled"):
         lower_fn(tf.linalg.cholesky, _spd(n=65))
+
+
+@pytest.mark.parametrize("ksize,strides,padding", [(2, 2, "VALID"), (3, 2, "SAME"), (3, 1, "SAME")])
+def test_max_pool_grad_grad(ksize: int, strides: int, padding: str) -> None:
+    """Second derivative through MaxPool: exact, ties and -inf/NaN windows included."""
+    x = np.round(_f32(2, 5, 6, 3) * 2) / 2  # ties
+    x[0, :2, :2, 0] = -np.inf
+    x[1, 1, 1, 1] = np.nan
+    g = _f32(2, 5, 6, 3)
+
+    def fn(a, b):
+        y = tf.nn.max_pool2d(a, ksize, strides, padding)
+        return tf.raw_ops.MaxPoolGradGrad(orig_input=a, orig_output=y, grad=b, ksize=[1, ksize, ksize, 1],
+                                          strides=[1, strides, strides, 1], padding=padding)
+    check_lowering(fn, x, g)
+    check_lowering(fn, x.astype(np.float64), g.astype(np.float64))
+    x3 = _f32(1, 4, 4, 4, 2)
+    check_lowering(lambda a, b: tf.raw_ops.MaxPool3DGradGrad(orig_input=a, orig_output=tf.nn.max_pool3d(a, 2, 2, "VALID"),
+                                                             grad=b, ksize=[1, 2, 2, 2, 1], strides=[1, 2, 2, 2, 1],
+                                                             padding="VALID"), x3, _f32(1, 4, 4, 4, 2))
