@@ -1,7 +1,7 @@
-"""Ops tf2xla lowers for CPU that Keras layers, ``tf.image``, ``tf.math`` and ``tf.linalg`` users hit: tensor and matrix
-diagonals (Diag, DiagPart, MatrixSetDiag/V2/V3), Reverse (v1), ReverseSequence, CumulativeLogsumexp,
-DataFormatVecPermute/DimMap, ConjugateTranspose, ExtractImagePatches, LRN and LRNGrad, MaxPoolGradGrad,
-Cholesky, MatrixTriangularSolve, MatrixSolve, MatrixInverse. Each against TF
+"""Ops tf2xla lowers for CPU that Keras layers, ``tf.image``, ``tf.math`` and ``tf.linalg`` users hit:
+tensor and matrix diagonals (Diag, DiagPart, MatrixSetDiag/V2/V3), Reverse (v1), ReverseSequence,
+CumulativeLogsumexp, DataFormatVecPermute/DimMap, ConjugateTranspose, ExtractImagePatches, LRN and
+LRNGrad, MaxPoolGradGrad, Cholesky, MatrixTriangularSolve, MatrixSolve, MatrixInverse. Each against TF
 eager through the evaluator (data movement exact; float32 arithmetic at the harness's rtol 2e-5 unless
 stated), then all of them in one function compiled for the CPU; errors with TF's message."""
 
