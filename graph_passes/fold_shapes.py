@@ -10,6 +10,13 @@ shapes and can be compiled (what tf2xla gets from XLA's constant analysis and va
   ``Maximum(a, Minimum(b, x))`` with ``a >= b``), is ``a`` whatever ``x`` is: ``tf.math.bincount``
   with ``minlength == maxlength`` (Keras ``CategoryEncoding``) sizes its ``DenseBincount`` so.
   The node becomes a ``Const``.
+- a ``StridedSlice`` at a run-time offset, ``x[:, b:b + c, ...]`` (Keras ``RandomCrop``): its begin and
+  end are ``Pack``s whose entries are ``b`` and ``AddV2(b, c)`` with a constant ``c >= 0``, strides 1,
+  no ellipsis or new axis. TF infers such a dim as unknown; XLA sees its size ``c`` by value inference.
+  The node keeps everything and gains an ``_output_shapes`` attr holding what TF inferred with each such
+  dim set to ``c`` (``sized``), which TF's shape inference takes on import and the lowering reads
+  (``hlo/lowering/ops/strided_slice.py``: a ``dynamic-slice``). TF's kernels ignore the attr; only a
+  begin that puts the slice past the end, where TF returns a shorter slice, breaks the promise.
 
 The shapes come from the analysis import (``mark.analysis_graph``). It is only valid where the
 graph's own shapes are static, so the caller runs it without substituted input shapes. A folded
@@ -24,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from graph_passes._graph import GraphIndex, fresh_name
-from hlo.lowering.tensor_names import control_inputs
+from hlo.lowering.tensor_names import canonical, control_inputs, data_inputs, node_name
 
 _CLAMPS = {"Minimum": ("Maximum", np.less_equal), "Maximum": ("Minimum", np.greater_equal)}
 
@@ -33,6 +40,11 @@ _CLAMPS = {"Minimum": ("Maximum", np.less_equal), "Maximum": ("Minimum", np.grea
 class FoldResult:
     graph_def: object
     folded: dict[str, str] = field(default_factory=dict)  # node -> what it was folded from
+    sized: dict[str, list[int]] = field(default_factory=dict)  # StridedSlice -> output dims it was given
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.folded or self.sized)
 
 
 def _const_value(node) -> np.ndarray | None:
@@ -93,9 +105,109 @@ _SHAPE_FOLDS: dict[str, Callable[[list[int], list[int]], tuple[list[int], ...] |
 }
 
 
+_ADDS = frozenset({"AddV2", "Add"})
+
+
+def _const_vector(nodes: dict, node) -> np.ndarray | None:
+    """The value of a ``Const``, or of a ``Pack`` of scalar ``Const``s (how strides are written)."""
+    if node.op != "Pack":
+        return _const_value(node)
+    items = [_const_value(nodes[node_name(t)]) if node_name(t) in nodes else None for t in data_inputs(node.input)]
+    if any(v is None or v.ndim for v in items):
+        return None
+    return np.array(items)
+
+
+def _const_size(nodes: dict, begin: str, end: str | None, n: int | None) -> int | None:
+    """The size of ``x[b:e]`` (``e`` None: to the end) for constant ``b``, ``e >= 0`` in a dim of size ``n``."""
+    b = _const_value(nodes[node_name(begin)]) if node_name(begin) in nodes else None
+    if n is None or b is None or b.ndim or int(b) < 0:
+        return None
+    stop = n
+    if end is not None:
+        e = _const_value(nodes[node_name(end)]) if node_name(end) in nodes else None
+        if e is None or e.ndim or int(e) < 0:
+            return None
+        stop = min(int(e), n)
+    return max(0, stop - min(int(b), n))
+
+
+def _slice_sizes(nodes: dict, node, dims: list[int | None]) -> list[int | None] | None:
+    """Per entry of a StridedSlice's spec (``node``, slicing an input of ``dims``): the constant ``c``
+    where the entry reads ``x[b:b + c]`` with a run-time ``b``, the size of ``x[b:e]`` or ``x[b:]`` for
+    constant ``b``, ``e`` (None elsewhere); None when no entry has a run-time ``b`` or the spec has an
+    ellipsis, a new axis or a stride other than 1."""
+    if node.attr["ellipsis_mask"].i or node.attr["new_axis_mask"].i:
+        return None
+    names = [node_name(t) for t in data_inputs(node.input)[1:4]]
+    if len(names) != 3 or any(n not in nodes for n in names):
+        return None
+    begin, end, stride = (nodes[n] for n in names)
+    if begin.op != "Pack" or end.op != "Pack":
+        return None
+    strides = _const_vector(nodes, stride)
+    begins, ends = data_inputs(begin.input), data_inputs(end.input)
+    if strides is None or strides.shape != (len(begins),) or len(ends) != len(begins) or (strides != 1).any():
+        return None
+    both = node.attr["begin_mask"].i & node.attr["end_mask"].i
+    sizes: list[int | None] = []
+    runtime = False
+    for i, (b, e) in enumerate(zip(begins, ends)):
+        end = nodes.get(node_name(e))
+        size = None
+        if (both | node.attr["shrink_axis_mask"].i) & (1 << i) or node.attr["begin_mask"].i & (1 << i):
+            pass
+        elif end is not None and end.op in _ADDS:
+            a, c = data_inputs(end.input)[:2]
+            for term, other in ((a, c), (c, a)):
+                value = _const_value(nodes[node_name(other)]) if node_name(other) in nodes else None
+                if canonical(term) == canonical(b) and value is not None and value.ndim == 0 and int(value) >= 0:
+                    size, runtime = int(value), True
+        else:
+            size = _const_size(nodes, b, None if node.attr["end_mask"].i & (1 << i) else e,
+                               dims[i] if i < len(dims) else None)
+        sizes.append(size)
+    return sizes if runtime else None
+
+
+def _sized_dims(node, sizes: list[int | None], inferred: list[int | None]) -> list[int] | None:
+    """``inferred`` (TF's output dims of ``node``) with the dims ``sizes`` knows filled in (-1: unknown)."""
+    shrink = node.attr["shrink_axis_mask"].i
+    kept = [s for i, s in enumerate(sizes) if not shrink & (1 << i)]  # output dims, in order
+    out = [-1 if d is None else d for d in inferred]
+    for j, s in enumerate(kept[:len(out)]):
+        if s is not None and out[j] < 0:
+            out[j] = s
+    return out if out != [-1 if d is None else d for d in inferred] else None
+
+
 def needs_fold(graph_def) -> bool:
-    """Whether ``graph_def`` has a node this pass may fold (cheap: no import)."""
-    return any(n.op in _SHAPE_FOLDS or n.op in _CLAMPS for n in graph_def.node)
+    """Whether ``graph_def`` has a node this pass may fold or size (cheap: no import)."""
+    packs = {n.name for n in graph_def.node if n.op == "Pack"}
+    return any(n.op in _SHAPE_FOLDS or n.op in _CLAMPS or
+               (n.op == "StridedSlice" and len(n.input) > 1 and node_name(n.input[1]) in packs)
+               for n in graph_def.node)
+
+
+def _size_slices(graph_def, graph, nodes: dict, result: FoldResult) -> None:
+    """Give each StridedSlice ``_slice_sizes`` knows more about its ``_output_shapes`` (in ``nodes``)."""
+    import tensorflow as tf
+
+    for node in graph_def.node:
+        if node.op != "StridedSlice":
+            continue
+        op = graph.get_operation_by_name(node.name)
+        x = op.inputs[0].shape
+        sizes = _slice_sizes(nodes, node, x.as_list() if x.rank is not None else [])
+        shape = op.outputs[0].shape
+        dims = _sized_dims(node, sizes, shape.as_list()) if sizes and shape.rank is not None else None
+        if dims is None:
+            continue
+        target = nodes[node.name]
+        target.attr["_output_shapes"].list.ClearField("shape")
+        target.attr["_output_shapes"].list.shape.add().CopyFrom(
+            tf.TensorShape([None if d < 0 else d for d in dims]).as_proto())
+        result.sized[node.name] = dims
 
 
 def fold_shapes(graph_def, graph) -> FoldResult:
@@ -108,6 +220,7 @@ def fold_shapes(graph_def, graph) -> FoldResult:
     result = FoldResult(out)
     nodes = {n.name: n for n in out.node}
     taken = set(nodes)
+    _size_slices(graph_def, graph, nodes, result)
     for node in graph_def.node:
         values: tuple | None = None
         if node.op in _CLAMPS:

@@ -24,8 +24,11 @@ TF defines them by:
   ``TensorScatter{Add,...}(value, ExpandDims(indices, -1), BroadcastTo(updates, Shape(GatherV2(value,
   indices))))`` (a scalar ``updates`` is broadcast, as the resource ops allow; duplicate indices
   combine as in TF's kernels, in index order), and the node becomes ``AssignVariableOp`` of it; the
-  ``ResourceScatterNd{Add,Sub,Min,Max,Update}`` forms use their indices as they are. ``ResourceScatterMul``/
-  ``Div`` have no dense TF op and leave their variable alone.
+  ``ResourceScatterNd{Add,Sub,Min,Max,Update}`` forms use their indices as they are;
+- ``ResourceScatter{Mul,Div}(v, indices, updates)`` have no dense TF op: the new value is ``Mul``/``Div``
+  of the value and ``UnsortedSegmentProd(BroadcastTo(updates, ...), indices, rows)`` (1 for rows no index
+  names), so duplicate indices multiply (divide) by the product of their updates, where TF's kernel
+  applies them one by one (the same up to float rounding; exact for integers, ``Div`` truncating).
 
 A variable is left alone when its
 handle does not come straight from a ``Placeholder``/``VarHandleOp``/resource ``_Arg`` (another op could
@@ -52,6 +55,8 @@ GATHERS = frozenset({"ResourceGather"})
 SCATTERS = {f"ResourceScatter{kind}": (f"TensorScatter{kind}", True) for kind in ("Add", "Sub", "Min", "Max", "Update")}
 SCATTERS.update({f"ResourceScatterNd{kind}": (f"TensorScatter{kind}", False)
                  for kind in ("Add", "Sub", "Min", "Max", "Update")})
+PRODUCTS = {"ResourceScatterMul": "Mul", "ResourceScatterDiv": "Div"}  # value op product of the updates
+SCATTERS.update({op: (dense, True) for op, dense in PRODUCTS.items()})
 READS = frozenset({READ}) | GATHERS
 TOUCHES = READS | frozenset(WRITES) | frozenset(SCATTERS)
 
@@ -302,10 +307,15 @@ def _scatter(gd, taken: set[str], node, value: str) -> str:
         shape = _add(gd, taken, node.name, "Shape", [tensor(like.name, 0)], node.device, T=dtype, out_type=DT_INT32)
         updates = tensor(_add(gd, taken, node.name, "BroadcastTo", [updates, tensor(shape.name, 0)], node.device,
                               T=dtype, Tidx=DT_INT32).name, 0)
-        indices = tensor(_add(gd, taken, node.name, "ExpandDims",
-                              [indices, _int_const(gd, taken, node.name, -1, node.device)], node.device,
-                              T=tindices, Tdim=DT_INT32).name, 0)
-    new = _add(gd, taken, node.name, dense, [value, indices, updates], node.device, T=dtype, Tindices=tindices)
+    if node.op in PRODUCTS:
+        factor = _segment_product(gd, taken, node, value, indices, updates)
+        new = _add(gd, taken, node.name, dense, [value, factor], node.device, T=dtype)
+    else:
+        if first_dim:
+            indices = tensor(_add(gd, taken, node.name, "ExpandDims",
+                                  [indices, _int_const(gd, taken, node.name, -1, node.device)], node.device,
+                                  T=tindices, Tdim=DT_INT32).name, 0)
+        new = _add(gd, taken, node.name, dense, [value, indices, updates], node.device, T=dtype, Tindices=tindices)
     value = tensor(new.name, 0)
     node.op = "AssignVariableOp"
     node.input[1] = value
@@ -313,6 +323,20 @@ def _scatter(gd, taken: set[str], node, value: str) -> str:
     node.ClearField("attr")
     node.attr["dtype"].type = dtype
     return value
+
+
+def _segment_product(gd, taken: set[str], node, value: str, indices: str, updates: str) -> str:
+    """``UnsortedSegmentProd(updates, indices, rows of value)``: per row of the variable, the product of
+    the updates its indices name (1 for none)."""
+    dtype, tindices = _var_dtype(node), node.attr["Tindices"].type
+    shape = _add(gd, taken, node.name, "Shape", [value], node.device, T=dtype, out_type=DT_INT32)
+    zero = _int_const(gd, taken, node.name, 0, node.device)
+    rows = _add(gd, taken, node.name, "GatherV2", [tensor(shape.name, 0), zero, zero], node.device,
+                Tparams=DT_INT32, Tindices=DT_INT32, Taxis=DT_INT32)
+    rows.attr["batch_dims"].i = 0
+    prod = _add(gd, taken, node.name, "UnsortedSegmentProd", [updates, indices, tensor(rows.name, 0)], node.device,
+                T=dtype, Tindices=tindices, Tnumsegments=DT_INT32)
+    return tensor(prod.name, 0)
 
 
 def _combine(gd, taken: set[str], write, current: str) -> str:

@@ -17,6 +17,10 @@ only reads the variable, its value is the same on every iteration: ``hoist_loop_
 - the body and condition become copies (``<name>_tfxla_reads``) whose argument ``i`` has that dtype and
   whose reads are ``Identity`` nodes of the argument.
 
+Branches alike: an ``If``/``Case`` (Keras ``SpectralNormalization`` reads its kernel in a ``cond``) whose
+every branch only reads its argument ``j``, a resource of a known variable, gets the value read just before
+it (with its control inputs) as input ``j`` (``Tin`` retyped), and copies of its branches that take it.
+
 A ``VariableShape`` of a handle whose variable's shape is known becomes a ``Const`` (a gradient's zeros
 of a variable's shape then have a static shape, and can be compiled).
 
@@ -34,6 +38,8 @@ from hlo.lowering.tensor_names import control_inputs, data_inputs, parse_input
 DT_RESOURCE = 20
 READ = "ReadVariableOp"
 LOOPS = frozenset({"While", "StatelessWhile"})
+BRANCHES = {"If": ("then_branch", "else_branch"), "StatelessIf": ("then_branch", "else_branch"),
+            "Case": "branches", "StatelessCase": "branches"}  # op -> its branch attr(s)
 SUFFIX = "_tfxla_reads"
 
 
@@ -142,25 +148,74 @@ def hoist_loop_reads(graph_def, resource_shapes: Mapping[str, tuple[int, Sequenc
             _retype(copy, {i: dtype for i, (dtype, _) in hoist.items()}, attr == "body")
             loop.attr[attr].func.name = copy.signature.name
         _rewire(gd, loop, sorted(hoist))
-        controls = control_inputs(loop.input)
         for i, (dtype, dims) in sorted(hoist.items()):
-            read = type(loop)()
-            read.name = f"{loop.name}/tfxla_read_{i}"
-            read.op = READ
-            read.input.extend([loop.input[i]] + list(controls))
-            read.attr["dtype"].type = dtype
-            if loop.device:
-                read.device = loop.device
-            new_nodes.append(read)
-            loop.input[i] = read.name
+            new_nodes.append(_read_before(loop, i, i, dtype))
             loop.attr["T"].list.type[i] = dtype
             if "output_shapes" in loop.attr and i < len(loop.attr["output_shapes"].list.shape):
                 loop.attr["output_shapes"].list.shape[i].CopyFrom(tf.TensorShape(list(dims)).as_proto())
             loop.attr.pop("_output_shapes", None)
-            result.hoisted.append(read.name)
+            result.hoisted.append(new_nodes[-1].name)
+    for node in list(gd.node):
+        if node.op in BRANCHES:
+            reads = _hoist_branch_reads(gd, node, library, by_name, resource_shapes)
+            new_nodes.extend(reads)
+            result.hoisted.extend(r.name for r in reads)
     gd.node.extend(new_nodes)
     _fold_variable_shapes(gd, by_name, resource_shapes)
     return result
+
+
+def _read_before(node, arg: int, input_index: int, dtype: int):
+    """A new read of ``node``'s input ``input_index`` (a handle, its argument ``arg``), with ``node``'s
+    control inputs, which ``node`` takes instead of the handle."""
+    read = type(node)()
+    read.name = f"{node.name}/tfxla_read_{arg}"
+    read.op = READ
+    read.input.extend([node.input[input_index]] + control_inputs(node.input))
+    read.attr["dtype"].type = dtype
+    if node.device:
+        read.device = node.device
+    node.input[input_index] = read.name
+    return read
+
+
+def _hoist_branch_reads(gd, node, library, by_name, resource_shapes) -> list:
+    """The reads hoisted out of the branches of ``node`` (an If/Case; see the module docstring)."""
+    attrs = BRANCHES[node.op]
+    names = ([node.attr[a].func.name for a in attrs] if isinstance(attrs, tuple)
+             else [f.name for f in node.attr[attrs].list.func])
+    branches = [library.get(n) for n in names]
+    if not branches or any(f is None for f in branches):
+        return []
+    hoist = {}
+    for j, t in enumerate(node.attr["Tin"].list.type):
+        var = _variable(gd, by_name, node.input[j + 1], resource_shapes) if t == DT_RESOURCE else None
+        if var and all(_read_only(f, j, var[0], False) for f in branches):
+            hoist[j] = var[0]
+    if not hoist:
+        return []
+    copies = []
+    taken = {f.signature.name for f in gd.library.function}
+    for fdef in branches:
+        copy = gd.library.function.add()
+        copy.CopyFrom(fdef)
+        name, k = f"{fdef.signature.name}{SUFFIX}", 1
+        while name in taken:  # a branch two nodes call, or called twice by one Case
+            name, k = f"{fdef.signature.name}{SUFFIX}_{k}", k + 1
+        taken.add(name)
+        copy.signature.name = name
+        _retype(copy, hoist, False)
+        copies.append(copy.signature.name)
+    if isinstance(attrs, tuple):
+        for a, name in zip(attrs, copies):
+            node.attr[a].func.name = name
+    else:
+        for f, name in zip(node.attr[attrs].list.func, copies):
+            f.name = name
+    reads = [_read_before(node, j, j + 1, dtype) for j, dtype in sorted(hoist.items())]
+    for j, dtype in hoist.items():
+        node.attr["Tin"].list.type[j] = dtype
+    return reads
 
 
 def _rewire(gd, loop, indices: Sequence[int]) -> None:

@@ -157,9 +157,10 @@ def _function_names(node) -> list[str]:
 
 
 def body_problem(node, library: Mapping, seen: set[str] | None = None) -> str | None:
-    """Why a function called by ``node`` (a branch, loop body, call) cannot be compiled, or None."""
+    """Why a function called by ``node`` (a branch, loop body, call, or a node whose op type is a library
+    function: a v1 ``Defun`` call, lowered as the ``PartitionedCall`` of it) cannot be compiled, or None."""
     seen = set() if seen is None else seen
-    for fname in _function_names(node):
+    for fname in _function_names(node) + ([node.op] if node.op in library else []):
         if fname in seen:
             continue
         seen.add(fname)
@@ -172,8 +173,9 @@ def body_problem(node, library: Mapping, seen: set[str] | None = None) -> str | 
             if inner.op == "NoOp":
                 continue
             state = _attr_state_dtype(inner)
-            reason = (op_rule(inner) or (_state_reason(inner.op, state) if state else None) or can_lower(inner).reason
-                      or body_problem(inner, library, seen))
+            called = inner.op in library  # checked through its body
+            reason = ((None if called else op_rule(inner) or (_state_reason(inner.op, state) if state else None)
+                       or can_lower(inner).reason) or body_problem(inner, library, seen))
             if reason:
                 return f"calls function '{fname}', whose node '{inner.name}' ({inner.op}) cannot be compiled: {reason}"
     return None

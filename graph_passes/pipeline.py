@@ -141,10 +141,7 @@ def analyze(graph_def, fetches: Sequence[str], options: ClusterOptions = Cluster
         graph, forwarded = fwd.graph_def, fwd.forwarded
     analysis = None
     if input_shapes is None and needs_fold(graph):  # folding reads static shapes: the graph's own only
-        analysis = analysis_graph(graph, resource_shapes)
-        fold = fold_shapes(graph, analysis)
-        if fold.folded:
-            graph, analysis = fold.graph_def, None
+        graph, analysis = _fold(graph, resource_shapes)
     marking = mark_compilable(graph, resource_shapes=resource_shapes, input_shapes=input_shapes, graph=analysis)
     clustering = cluster_nodes(marking, options, fetches)
     clusters = extract_clusters(marking, clustering, fetches)
@@ -152,6 +149,19 @@ def analyze(graph_def, fetches: Sequence[str], options: ClusterOptions = Cluster
                               inlined.inlined, inlined.skipped, forwarded, inlined.origins)
     _set_aside_dead(result)
     return result
+
+
+def _fold(graph, resource_shapes):
+    """``fold_shapes`` until nothing changes: a slice it sizes gives the nodes after it static shapes, which
+    may fold next (a gradient's ``BroadcastGradientArgs``); at most 3 rounds. Returns the graph and its
+    analysis import."""
+    analysis = analysis_graph(graph, resource_shapes)
+    for _ in range(3):
+        fold = fold_shapes(graph, analysis)
+        if not fold.changed:
+            return graph, analysis
+        graph, analysis = fold.graph_def, analysis_graph(fold.graph_def, resource_shapes)
+    return graph, analysis
 
 
 def _set_aside_dead(result: ClusteringResult) -> None:

@@ -172,3 +172,33 @@ def test_sparse_variable_updates_compile_and_update_variables_like_tf():
         np.testing.assert_array_equal(g[1], w[1])
     np.testing.assert_allclose(variables[0].numpy(), want_vars[0], rtol=1e-6)
     np.testing.assert_array_equal(variables[1].numpy(), want_vars[1])
+
+
+def test_scatter_mul_and_div_compile_and_update_variables_like_tf():
+    """ResourceScatterMul/Div (no dense TF op): the value times (over) the per-row product of the updates,
+    duplicate ids included; integers exactly (Div truncates), floats within rounding."""
+    import tfxla_plugin
+
+    table = tf.Variable(np.linspace(-2.0, 3.0, 15, dtype=np.float32).reshape(5, 3))
+    counts = tf.Variable(np.array([7, -9, 20, 5, 100], np.int32))
+
+    def step(ids, scale):
+        table.scatter_mul(tf.IndexedSlices(scale, ids))  # duplicate ids multiply twice
+        table.scatter_div(tf.IndexedSlices(scale[:2] + 1.0, ids[:2]))
+        tf.compat.v1.scatter_mul(counts, ids, 3)  # scalar updates, broadcast
+        tf.compat.v1.scatter_div(counts, ids[1:], tf.constant([2, -4, 3]))
+        return tf.reduce_sum(table), counts.read_value()
+    ids = tf.constant([1, 3, 1, 0])
+    scale = tf.constant(np.linspace(0.5, 2.0, 12, dtype=np.float32).reshape(4, 3))
+    start = [v.numpy() for v in (table, counts)]
+    want = [t.numpy() for t in tf.function(step)(ids, scale)]
+    want_vars = [v.numpy() for v in (table, counts)]
+    for v, value in zip((table, counts), start):
+        v.assign(value)
+    ops = {n.op for n in tf.function(step).get_concrete_function(ids, scale).graph.as_graph_def().node}
+    assert {"ResourceScatterMul", "ResourceScatterDiv"} <= ops
+    got = [t.numpy() for t in tfxla_plugin.function(step, jit_compile=True)(ids, scale)]
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(table.numpy(), want_vars[0], rtol=1e-6)
+    np.testing.assert_array_equal(counts.numpy(), want_vars[1])

@@ -161,6 +161,8 @@ CASES: dict[str, Case] = {
     "LSTM": Case(lambda: L.LSTM(3), (4, 2)),
     "GRU": Case(lambda: L.GRU(3), (4, 2)),
     "Bidirectional": Case(lambda: L.Bidirectional(L.LSTM(3)), (4, 2)),
+    "Bidirectional_masked": Case(lambda: keras.Sequential([L.Embedding(10, 3, mask_zero=True),
+                                                           L.Bidirectional(L.LSTM(3))]), (5,), "int10"),
     "ConvLSTM1D": Case(lambda: L.ConvLSTM1D(2, 3), (3, 6, 2)),
     "STFTSpectrogram": Case(lambda: L.STFTSpectrogram(frame_length=8, frame_step=4, fft_length=8), (32, 1)),
     "MelSpectrogram": Case(lambda: L.MelSpectrogram(fft_length=16, sequence_stride=8, num_mel_bins=4,
@@ -205,12 +207,7 @@ XLA_REFUSES: dict[str, str] = {
 }
 
 # Layers XLA compiles and we do not yet: strict xfails, each with what it waits for.
-XFAIL: dict[str, str] = {
-    "SpectralNormalization": ("an If whose branches read and assign variables: resource inputs to control "
-                              "flow stay in TensorFlow (graph_passes/mark.py rule 3)"),
-    "RandomCrop": ("a StridedSlice at a random offset: its begin is a run-time value, so TF's shape inference "
-                   "leaves its dims unknown and it needs a dynamic-slice lowering"),
-}
+XFAIL: dict[str, str] = {}  # none now: SpectralNormalization's cond only reads variables (hoisted before it)
 
 
 def _inputs(case: Case, rng: np.random.Generator) -> tuple[list, list[np.ndarray]]:
@@ -344,7 +341,7 @@ def test_layer_compiles_where_xla_does(name: str) -> None:
 NUMERICS = (
     "Embedding", "Conv1D_causal", "DepthwiseConv2D_dilated", "UpSampling2D_bilinear", "Resizing_nearest",
     "Discretization", "CategoryEncoding_count", "MultiHeadAttention_causal", "TimeDistributed", "RandomHue",
-    "AdaptiveMaxPooling3D", "AdaptiveAveragePooling2D", "Dropout",
+    "AdaptiveMaxPooling3D", "AdaptiveAveragePooling2D", "Dropout", "RandomCrop", "SpectralNormalization",
 )
 
 
@@ -417,10 +414,7 @@ METRIC_CASES: dict[str, tuple[Callable, str, str]] = {
     "Tversky": (lambda: LOSSES.Tversky(), "binary", "scores"),
     "CTC": (lambda: LOSSES.CTC(), "ctc_labels", "ctc_probs"),
 }
-METRIC_XFAIL = {
-    "CTC": ("a While body calling a function as a node of its own op type (body_...): the body check in "
-            "graph_passes/mark.py does not look through it"),
-}
+METRIC_XFAIL: dict[str, str] = {}  # none now (CTC's loop bodies call Defun-style functions: compiled)
 
 
 def _metric_param(name: str):

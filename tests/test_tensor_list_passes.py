@@ -1,5 +1,5 @@
-"""The graph passes that make recurrent loops compilable: graph_passes/loop_reads.py (a loop's read-only
-variable reads hoisted before it) and graph_passes/list_shapes.py (a TensorList's element shape from what
+"""The graph passes that make recurrent loops compilable: graph_passes/loop_reads.py (a loop's, or a
+branch's, read-only variable reads hoisted before it) and graph_passes/list_shapes.py (a TensorList's element shape from what
 its loop writes). Structure before/after, the input GraphDef untouched, and what is left alone.
 """
 
@@ -83,6 +83,56 @@ def test_a_loop_that_writes_the_variable_is_left_alone():
     result = hoist_loop_reads(gd, shapes)
     assert result.hoisted == []
     assert DT_RESOURCE in _loop(result.graph_def).attr["T"].list.type
+
+
+def _if(gd):
+    return next(n for n in gd.node if n.op in ("If", "StatelessIf"))
+
+
+def test_read_only_variable_is_hoisted_before_a_branch_and_it_compiles():
+    """Keras SpectralNormalization's form: a cond whose branches read variables, the result assigned after."""
+    import tfxla_plugin
+
+    v = tf.Variable(np.arange(4, dtype=np.float32).reshape(2, 2) / 8.0)
+    u = tf.Variable(np.ones((2,), np.float32))
+
+    def f(x):
+        new = tf.cond(tf.reduce_all(tf.equal(v, 0.0)), lambda: v + 0.0, lambda: tf.matmul(x, v) * u)
+        v.assign(new)
+        return v.read_value() * 2.0
+
+    gd, shapes = _graph(f, tf.TensorSpec([2, 2], tf.float32))
+    branch = _if(gd)
+    result = hoist_loop_reads(gd, shapes)
+    node = _if(result.graph_def)
+    assert len(result.hoisted) == 2 and DT_RESOURCE not in node.attr["Tin"].list.type
+    assert [i for i in node.input if i in result.hoisted] == result.hoisted
+    assert not set(branch.input) & set(result.hoisted)
+    library = _library(result.graph_def)
+    for attr in ("then_branch", "else_branch"):
+        body = library[node.attr[attr].func.name]
+        assert body.signature.name.endswith(SUFFIX) and not [n for n in body.node_def if n.op == "ReadVariableOp"]
+    x = tf.constant(np.array([[1.0, -2.0], [0.5, 3.0]], np.float32))
+    start = v.numpy()
+    want, want_v = f(x).numpy(), v.numpy()
+    v.assign(start)
+    got = tfxla_plugin.function(f, jit_compile=True)(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(v.numpy(), want_v, rtol=1e-6)
+
+
+def test_a_branch_that_writes_the_variable_is_left_alone():
+    v = tf.Variable([1.0, 2.0])
+
+    def f(x):
+        def write():
+            v.assign_add(x)
+            return x
+        return tf.cond(x[0] > 0, write, lambda: x + 1.0)
+
+    gd, shapes = _graph(f, tf.TensorSpec([2], tf.float32))
+    result = hoist_loop_reads(gd, shapes)
+    assert result.hoisted == [] and DT_RESOURCE in _if(result.graph_def).attr["Tin"].list.type
 
 
 def test_element_shape_comes_from_the_loop_writes():

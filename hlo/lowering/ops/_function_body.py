@@ -28,7 +28,7 @@ foldable there, as tf2xla's const-argument analysis allows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence, cast
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -88,6 +88,7 @@ def function_body(ctx: LoweringContext, name: str) -> FunctionBody:
                         "only instantiated functions can be lowered")
     from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
 
+    fdef = calls_as_partitioned(fdef, defs)
     try:
         graph_def, flat = function_def_to_graph_def(fdef)
     except Exception as e:  # an op TF does not know, a malformed FunctionDef
@@ -97,6 +98,38 @@ def function_body(ctx: LoweringContext, name: str) -> FunctionBody:
                         tuple(a.name for a in sig.input_arg), tuple(flat[fdef.ret[o.name]] for o in sig.output_arg))
     bodies[name] = body
     return body
+
+
+def calls_as_partitioned(fdef: Any, defs: dict[str, Any]) -> Any:  # FunctionDef protos (TF ships no stubs)
+    """``fdef`` with every node whose op type is a library function (a v1 ``Defun`` call, as in the ``While``
+    bodies of ``tf.nn.ctc_loss``) rewritten as the ``PartitionedCall`` of it that means the same (its
+    results ``node:<output arg>:0`` read as ``node:output:<k>``), so the call lowering inlines it; ``fdef``
+    itself when there is none. A callee with list or polymorphic arguments is left as it is."""
+    calls = {n.name: defs[n.op].signature for n in fdef.node_def if n.op in defs and _plain(defs[n.op].signature)}
+    if not calls:
+        return fdef
+    out = type(fdef)()
+    out.CopyFrom(fdef)
+    renamed = {f"{name}:{arg.name}:0": f"{name}:output:{k}"
+               for name, sig in calls.items() for k, arg in enumerate(sig.output_arg)}
+    for node in out.node_def:
+        if node.name in calls:
+            sig = calls[node.name]
+            node.attr.clear()
+            node.attr["f"].func.name = node.op
+            node.attr["Tin"].list.type.extend(a.type for a in sig.input_arg)
+            node.attr["Tout"].list.type.extend(a.type for a in sig.output_arg)
+            node.op = "StatefulPartitionedCall" if sig.is_stateful else "PartitionedCall"
+        node.input[:] = [renamed.get(i, i) for i in node.input]
+    for key, value in list(out.ret.items()):
+        out.ret[key] = renamed.get(value, value)
+    return out
+
+
+def _plain(sig: Any) -> bool:
+    """Whether every argument of ``sig`` is one tensor of a fixed type (an instantiated function)."""
+    return not sig.attr and all(a.type and not (a.number_attr or a.type_list_attr or a.type_attr)
+                                for a in list(sig.input_arg) + list(sig.output_arg))
 
 
 class FunctionLowering(GraphLowering):

@@ -1,5 +1,6 @@
 """Colour-space conversions: RGBToHSV and HSVToRGB (Keras ``RandomHue``, ``RandomSaturation``,
-``tf.image.rgb_to_hsv``/``hsv_to_rgb``; the fused ``AdjustHue``/``AdjustSaturation`` are not lowered), TF's CPU kernel's formulas in its operation order.
+``tf.image.rgb_to_hsv``/``hsv_to_rgb``; the fused ``AdjustHue``/``AdjustSaturation``, with their kernels'
+own formulas, are in ``color_adjust.py``), TF's CPU kernel's formulas in its operation order.
 
 The innermost dimension holds the 3 channels. RGB -> HSV, with ``V = max(r, g, b)`` and
 ``range = V - min(r, g, b)``: ``S = range / V`` (0 where ``V <= 0``); with ``norm = (1 / range) * (1/6)``,

@@ -2,7 +2,9 @@
 
 Axes, sizes and paddings are compile-time constants; every op becomes static
 slices, concatenations, pads and reverses. TF's argument checks are repeated
-here so a bad graph fails at compile time with TF's reason.
+here so a bad graph fails at compile time with TF's reason. ``Slice`` with a run-time ``begin``
+(``tf.image.random_crop``) is a ``dynamic-slice`` of the constant sizes, as in XLA: the start is
+clamped so the slice fits, where TF's kernel fails on an out-of-range begin.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from hlo.builder import Value
+from hlo.dtypes import PrimitiveType as P
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._shape_util import concat, const_axis, normalize_axes, pad, reverse, slice_axis, slice_dims
 from hlo.lowering.registry import register_lowering
@@ -101,10 +104,24 @@ def split_v(ctx: LoweringContext) -> list[Value]:
     return _split_at(ctx, x, axis, sizes)
 
 
-@register_lowering("Slice", dtypes=ALL, const_inputs=(1, 2))
+def _dynamic_slice(ctx: LoweringContext, x: Value, size: list[int]) -> Value:
+    dims = ctx.dims(x)
+    if ctx.dims(ctx.inputs[1]) != (len(dims),) or len(size) != len(dims):
+        raise ctx.error(f"begin {list(ctx.dims(ctx.inputs[1]))} and size {size} must have one entry per input "
+                        f"dimension ({len(dims)})")
+    if any(s < 0 or s > n for s, n in zip(size, dims)):
+        raise ctx.error(f"a Slice with a run-time begin needs sizes in [0, dim] (no -1), got {size} of {list(dims)}")
+    begin = ctx.convert(ctx.inputs[1], P.S32)
+    starts = [ctx.reshape(slice_axis(ctx, begin, 0, i, i + 1), ()) for i in range(len(dims))]
+    return ctx.b.dynamic_slice(x, *starts, dynamic_slice_sizes=tuple(size))
+
+
+@register_lowering("Slice", dtypes=ALL, const_inputs=(2,))
 def slice_(ctx: LoweringContext) -> Value:
     x = ctx.inputs[0]
     dims = ctx.dims(x)
+    if not ctx._lowering.is_constant(ctx.inputs[1]):
+        return _dynamic_slice(ctx, x, ctx.const_ints(2))
     begin, size = ctx.const_ints(1), ctx.const_ints(2)
     if len(begin) != len(dims) or len(size) != len(dims):
         raise ctx.error(f"begin {begin} and size {size} must have one entry per input dimension ({len(dims)})")

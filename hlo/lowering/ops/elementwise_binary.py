@@ -10,7 +10,8 @@ Semantics are TF CPU's, checked eagerly:
   (TF computes the quotient first; XLA's tf2xla differs).
 * Integer division by zero is an error in TF; here it gives XLA's values
   (``x / 0 = -1``, ``x % 0 = x``; FloorDiv/FloorMod are adjusted from those). Integer
-  ``Pow`` with a negative exponent is likewise an error in TF and XLA's value here.
+  ``Pow`` with a negative exponent is likewise an error in TF and XLA's value here (``Pow`` is in
+  ``complex_math.py``, with its complex form).
 * ``Maximum``/``Minimum`` propagate NaN from either operand (HLO semantics and TF's).
 * ``MulNoNan``/``DivNoNan`` give +0 wherever ``y == 0``, even for inf/NaN ``x``.
 * ``Equal``/``NotEqual`` with ``incompatible_shape_error=False`` give a scalar ``False``/``True``
@@ -38,7 +39,6 @@ _DIRECT = {
     "Div": (Opcode.DIVIDE, NUMERIC | COMPLEX),  # integer division truncates, like HLO's
     "RealDiv": (Opcode.DIVIDE, FLOATS | COMPLEX),
     "TruncateMod": (Opcode.REMAINDER, frozenset({P.F32, P.F64, P.S32, P.S64})),
-    "Pow": (Opcode.POWER, FLOATS | SIGNED_INTS),
     "Maximum": (Opcode.MAXIMUM, NUMERIC),
     "Minimum": (Opcode.MINIMUM, NUMERIC),
     "Atan2": (Opcode.ATAN2, FLOATS),  # inputs are (y, x), as HLO's operands

@@ -13,7 +13,9 @@
   shapes give two empty lists.
 - StridedSliceGrad: the canonical slice spec is StridedSlice's own (``strided_slice``); ``dy``
   is reshaped to one dim per input dim, reversed along negative strides, and padded with zeros
-  (low = first index, interior = stride - 1) into the input's shape.
+  (low = first index, interior = stride - 1) into the input's shape. With a run-time begin (Keras
+  ``RandomCrop``'s gradient) it is the ``dynamic-update-slice`` of ``dy`` into zeros at the starts
+  the forward ``dynamic-slice`` used (``strided_slice.runtime_starts``; sizes from ``dy``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from hlo.builder import Value
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops import _reduce_util as ru
 from hlo.lowering.ops._shape_util import reverse
-from hlo.lowering.ops.strided_slice import NEW_AXIS, slice_spec
+from hlo.lowering.ops.strided_slice import NEW_AXIS, is_runtime, runtime_starts, slice_spec
 from hlo.lowering.registry import Rule, register_lowering
 from hlo.lowering.tf_types import ALL, FLOATS, NUMERIC
 from hlo.opcodes import Opcode
@@ -149,10 +151,24 @@ def broadcast_gradient_args_rule(ctx: LoweringContext) -> list[Value]:
     return [ctx.constant(np.array(r, np.int64), dtype) for r in (r0, r1)]
 
 
-@register_lowering("StridedSliceGrad", dtypes=ALL, const_inputs=(0, 1, 2, 3))
+def _dynamic_strided_slice_grad(ctx: LoweringContext, dims: list[int]) -> Value:
+    dy = ctx.inputs[4]
+    spec = runtime_starts(ctx, dims, 1, ctx.dims(dy))
+    zero = ctx.scalar(0, ctx.dtype(dy))
+    dy = ctx.reshape(dy, spec.out_sizes())
+    if any(k != 1 for k in spec.steps):  # a fully masked strided dim: spread dy back over its window
+        config = tuple(PadDim(0, n - ((m - 1) * abs(k) + 1) if m else n, abs(k) - 1 if m else 0)
+                       for n, m, k in zip(spec.sizes, spec.out_sizes(), spec.steps))
+        dy = reverse(ctx, ctx.b.pad(dy, zero, padding=config), [i for i, k in enumerate(spec.steps) if k < 0])
+    return ctx.b.dynamic_update_slice(ctx.broadcast_to(zero, dims), dy, *spec.starts)
+
+
+@register_lowering("StridedSliceGrad", dtypes=ALL, const_inputs=(0, 3))
 def strided_slice_grad(ctx: LoweringContext) -> Value:
     dy = ctx.inputs[4]
     dims = ctx.const_ints(0)
+    if is_runtime(ctx, 1):
+        return _dynamic_strided_slice_grad(ctx, dims)
     slices, final = slice_spec(ctx, dims, first=1)
     sizes = [s.size() for s in slices]
     want = [1 if d == NEW_AXIS else sizes[d] for d in final]

@@ -1,5 +1,6 @@
 """Matrix diagonals, one diagonal at a time: MatrixDiagPart/V2/V3 (Keras ``MeanIoU``,
-``tf.linalg.diag_part``) and MatrixDiag/V2/V3 (``tf.linalg.diag``, Keras ``CTC``), and Empty.
+``tf.linalg.diag_part``), MatrixDiag/V2/V3 (``tf.linalg.diag``, Keras ``CTC``), MatrixSetDiag/V2/V3
+(``tf.linalg.set_diag``), the tensor diagonals Diag/DiagPart (``tf.linalg.tensor_diag``), and Empty.
 
 Diagonal ``k`` of ``[..., M, N]`` (``k > 0`` above the main one) holds ``L = min(M + min(k, 0),
 N - max(k, 0))`` elements; in the row-major flattening of a matrix they sit at ``start + i * (N + 1)``
@@ -7,6 +8,10 @@ with ``start = k`` (``k >= 0``) or ``-k * N``. So a diagonal part is one strided
 flattened matrices, and a diagonal matrix is the diagonal padded (interior ``N``) with
 ``padding_value`` and reshaped: no arithmetic, exact. ``k`` (and ``num_rows``/``num_cols``) are
 compile-time constants; a band of several diagonals (``k = [lo, hi]`` with ``lo < hi``) is refused.
+A set diagonal is the diagonal placed so (padded with zeros) and selected where a mask placed the
+same way (``true`` padded with ``false``) is set. ``Diag`` of ``[d1, ..., dk]`` is the flattened
+``P = d1 ... dk`` values padded with interior ``P`` and reshaped to ``[d1, ..., dk, d1, ..., dk]``;
+``DiagPart`` is the inverse strided slice (step ``P + 1``).
 ``Empty`` (uninitialized memory in TF) gives zeros.
 """
 
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 from hlo.attributes import PadDim
 from hlo.builder import Value
+from hlo.dtypes import PrimitiveType as P
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._shape_util import slice_dims
 from hlo.lowering.registry import register_lowering
@@ -75,11 +81,77 @@ def _diag(ctx: LoweringContext, k_input: int | None, rows_input: int | None, col
     value = padding if padding is not None else ctx.scalar(0, ctx.dtype(d))
     if ctx.dims(value):
         raise ctx.invalid_argument(f"padding_value must be a scalar, got shape {list(ctx.dims(value))}")
+    return _place(ctx, d, value, m, n, k)
+
+
+def _place(ctx: LoweringContext, d: Value, value: Value, m: int, n: int, k: int) -> Value:
+    """``[..., m, n]`` matrices holding the diagonals ``d`` ``[..., L]`` at ``k``, ``value`` elsewhere."""
+    *batch, length = ctx.dims(d)
     start = _start(n, k)
     tail = m * n - (start + (length - 1) * (n + 1) + 1) if length else m * n - start
     config = tuple(PadDim(0, 0, 0) for _ in batch) + (PadDim(start, tail, n if length else 0),)
     flat = ctx.b.pad(d, value, padding=config)
     return ctx.reshape(flat, (*batch, m, n))
+
+
+def _set_diag(ctx: LoweringContext, k_input: int | None) -> Value:
+    x, d = ctx.inputs[0], ctx.inputs[1]
+    dims = ctx.dims(x)
+    if len(dims) < 2:
+        raise ctx.invalid_argument(f"input must be at least a matrix, received shape: {list(dims)}")
+    *batch, m, n = dims
+    k = _single_k(ctx, k_input)
+    want = (*batch, _length(m, n, k))
+    if ctx.dims(d) != want:
+        raise ctx.invalid_argument(f"diagonal must have shape {list(want)} for diagonal {k} of input "
+                                   f"{list(dims)}, got {list(ctx.dims(d))}")
+    placed = _place(ctx, d, ctx.scalar(0, ctx.dtype(x)), m, n, k)
+    mask = _place(ctx, ctx.broadcast_in_dim(ctx.scalar(True, P.PRED), want, ()), ctx.scalar(False, P.PRED), m, n, k)
+    return ctx.select(mask, placed, x)
+
+
+@register_lowering("MatrixSetDiag", dtypes=ALL)
+def matrix_set_diag(ctx: LoweringContext) -> Value:
+    return _set_diag(ctx, None)
+
+
+@register_lowering("MatrixSetDiagV2", "MatrixSetDiagV3", dtypes=ALL, const_inputs=(2,))
+def matrix_set_diag_v3(ctx: LoweringContext) -> Value:
+    return _set_diag(ctx, 2)
+
+
+@register_lowering("Diag", dtypes=ALL)
+def diag(ctx: LoweringContext) -> Value:
+    (d,) = ctx.inputs
+    dims = ctx.dims(d)
+    if not dims:
+        raise ctx.invalid_argument("Input must be at least rank 1, got 0")
+    size = 1
+    for v in dims:
+        size *= v
+    flat = ctx.reshape(d, (size,))
+    if size:
+        flat = ctx.b.pad(flat, ctx.scalar(0, ctx.dtype(d)), padding=(PadDim(0, 0, size),))
+    return ctx.reshape(flat, (*dims, *dims))
+
+
+@register_lowering("DiagPart", dtypes=ALL)
+def diag_part(ctx: LoweringContext) -> Value:
+    (x,) = ctx.inputs
+    dims = ctx.dims(x)
+    half = len(dims) // 2
+    shape = "[" + ",".join(map(str, dims)) + "]"
+    if not dims or len(dims) % 2:
+        raise ctx.invalid_argument(f"The rank of the tensor should be even and positive, got shape {shape}")
+    for i in range(half):
+        if dims[i] != dims[i + half]:
+            raise ctx.invalid_argument(f"Invalid shape {shape}: dimensions {i} and {i + half} do not match.")
+    size = 1
+    for v in dims[:half]:
+        size *= v
+    flat = ctx.reshape(x, (size * size,))
+    part = slice_dims(ctx, flat, [0], [size * size], [size + 1]) if size else flat
+    return ctx.reshape(part, dims[:half])
 
 
 @register_lowering("MatrixDiagPart", dtypes=ALL)

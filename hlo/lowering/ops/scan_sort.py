@@ -14,6 +14,7 @@ from typing import Callable
 from hlo.attributes import ComparisonDirection, Window, WindowDim
 from hlo.builder import ComputationBuilder, Value
 from hlo.dtypes import PrimitiveType
+from hlo.ir import HloComputation
 from hlo.lowering.context import LoweringContext
 from hlo.lowering.ops._shape_util import const_axis, iota, slice_axis
 from hlo.lowering.registry import Rule, register_lowering
@@ -27,27 +28,31 @@ P = PrimitiveType
 _SCANS = {"Cumsum": (Opcode.ADD, 0), "Cumprod": (Opcode.MULTIPLY, 1)}
 
 
+def scan(ctx: LoweringContext, x: Value, axis: int, combine: HloComputation, identity: float) -> Value:
+    """The inclusive/exclusive, forward/reverse (the node's attrs) scan of ``x`` along ``axis`` with the
+    scalar computation ``combine`` and its ``identity``."""
+    dims = ctx.dims(x)
+    n = dims[axis]
+    if n == 0:
+        return x
+    exclusive, rev = int(bool(ctx.attr_bool("exclusive", False))), bool(ctx.attr_bool("reverse", False))
+    pad = n - 1 + exclusive
+    window = Window(tuple(
+        WindowDim(n, 1, 0 if rev else pad, pad if rev else 0) if d == axis else WindowDim(1)
+        for d in range(len(dims))))
+    out = ctx.b.reduce_window(x, ctx.scalar(identity, ctx.dtype(x)), window=window, to_apply=combine)
+    if exclusive:
+        out = slice_axis(ctx, out, axis, 1 if rev else 0, n + 1 if rev else n)
+    return out
+
+
 def _scan(opcode: Opcode, identity: int) -> Rule:
     def lower(ctx: LoweringContext) -> Value:
         x = ctx.inputs[0]
         dims = ctx.dims(x)
         if not dims:
             raise ctx.error("scan axis must be in range [0, 0) for a scalar input")
-        axis = const_axis(ctx, 1, len(dims))
-        n = dims[axis]
-        if n == 0:
-            return x
-        exclusive, rev = int(bool(ctx.attr_bool("exclusive", False))), bool(ctx.attr_bool("reverse", False))
-        pad = n - 1 + exclusive
-        window = Window(tuple(
-            WindowDim(n, 1, 0 if rev else pad, pad if rev else 0) if d == axis else WindowDim(1)
-            for d in range(len(dims))))
-        dtype = ctx.dtype(x)
-        out = ctx.b.reduce_window(x, ctx.scalar(identity, dtype), window=window,
-                                  to_apply=ctx.scalar_computation(opcode, dtype))
-        if exclusive:
-            out = slice_axis(ctx, out, axis, 1 if rev else 0, n + 1 if rev else n)
-        return out
+        return scan(ctx, x, const_axis(ctx, 1, len(dims)), ctx.scalar_computation(opcode, ctx.dtype(x)), identity)
     return lower
 
 

@@ -1,4 +1,4 @@
-"""Shape ops: Reshape, Transpose, ExpandDims, Squeeze, BroadcastTo, Tile, Fill, Range, and Shape,
+"""Shape ops: Reshape, Transpose, ConjugateTranspose, ExpandDims, Squeeze, BroadcastTo, Tile, Fill, Range, and Shape,
 ShapeN, Size, Rank (which fold to constants from the static shapes).
 
 Shape-like inputs (new shapes, permutations, multiples) must be compile-time
@@ -62,6 +62,15 @@ def transpose(ctx: LoweringContext) -> Value:
     if perm == list(range(rank)):
         return x
     return ctx.b.transpose(x, dimensions=tuple(perm))
+
+
+@register_lowering("ConjugateTranspose", dtypes=ALL, const_inputs=(1,))
+def conjugate_transpose(ctx: LoweringContext) -> Value:
+    """``Transpose``, then the complex conjugate (real types: the transpose)."""
+    t = transpose(ctx)
+    if not ctx.dtype(t).is_complex:
+        return t
+    return ctx.b.complex(ctx.b.real(t), ctx.b.negate(ctx.b.imag(t)))
 
 
 @register_lowering("ExpandDims", dtypes=ALL, const_inputs=(1,))
