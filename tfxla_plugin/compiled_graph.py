@@ -15,6 +15,7 @@ GraphDef it wrote.
 
 from __future__ import annotations
 
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
@@ -23,18 +24,21 @@ import tensorflow as tf
 from tensorflow.python.eager import context
 from tensorflow.python.ops import resource_variable_ops
 
+from backends.codegen.errors import CodegenUnsupported
 from graph_passes.cluster import ClusterOptions
-from graph_passes.pipeline import analyze_function, rewrite, summary
+from graph_passes.pipeline import analyze_function, drop_clusters, rewrite, summary
 from graph_passes.rewrite import LAUNCH_OP, LaunchRecord, LaunchSpec, standard_attrs
 import backends as kernel_backends  # the Backend registry (backends.get); TODO(lead): rename at the call sites
 from hlo.lowering.tensor_names import (canonical, control_inputs, data_inputs, is_control, node_name, parse_input,
                                        parse_tensor)
+from hlo.lowering.errors import LoweringError
 from tfxla_plugin import _op, gradient
 from tfxla_plugin.cluster_compiler import CompiledCluster, compile_cluster
 from tfxla_plugin.eager_launch import CapturedHandle, EagerLaunch, EagerStep
 from tfxla_plugin.errors import UnsupportedGraphError
 from tfxla_plugin.flags import Flags
 
+log = logging.getLogger("tfxla_plugin")
 _MAX_EAGER_READS = 4096  # the eager single-launch path takes at most this many variables per call
 
 
@@ -62,7 +66,7 @@ class CompiledGraph:
                 raise UnsupportedGraphError.from_nodes(cf, analysis, bad)
         if flags.dump_to:
             _dump_graph(flags, cf, analysis)
-        compiled = compile_clusters(analysis, flags)
+        compiled = compile_clusters(analysis, flags, keep_going=not must_compile)
         by_name = {c.name: c for c in compiled}
 
         def launch(spec) -> LaunchSpec:
@@ -196,18 +200,35 @@ def cluster_options(flags: Flags, must_compile: bool) -> ClusterOptions:
                           must_compile=must_compile)
 
 
-def compile_clusters(analysis, flags: Flags) -> list[CompiledCluster]:
-    """One compiled kernel per cluster of ``analysis`` (a ``ClusteringResult``), in its order."""
-    def compile_one(spec) -> CompiledCluster:
-        return compile_cluster(spec.name, spec.graph_def, spec.input_specs(), spec.output_tensors(), flags,
-                               sources=getattr(analysis, "sources", None), library=spec.graph_def.library)
+def compile_clusters(analysis, flags: Flags, *, keep_going: bool = False) -> list[CompiledCluster]:
+    """One compiled kernel per cluster of ``analysis`` (a ``ClusteringResult``), in its order.
+
+    ``keep_going`` ("auto"): a cluster that lowering or the backend refuses (a ``LoweringError`` that is
+    not TF's invalid argument, a ``CodegenUnsupported``: e.g. a size a rule does not take, which marking
+    cannot see) stays in TensorFlow instead, dropped from ``analysis`` with the reason, one WARNING each.
+    Without it (must-compile) the refusal is raised."""
+    def compile_one(spec) -> CompiledCluster | Exception:
+        try:
+            return compile_cluster(spec.name, spec.graph_def, spec.input_specs(), spec.output_tensors(), flags,
+                                   sources=getattr(analysis, "sources", None), library=spec.graph_def.library)
+        except (LoweringError, CodegenUnsupported) as e:
+            if not keep_going:
+                raise
+            return e
 
     # Independent clusters compile concurrently: the C compiler runs in subprocesses.
     workers = min(len(analysis.clusters), os.cpu_count() or 1)
     if workers > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(compile_one, analysis.clusters))
-    return [compile_one(spec) for spec in analysis.clusters]
+            results = list(pool.map(compile_one, analysis.clusters))
+    else:
+        results = [compile_one(spec) for spec in analysis.clusters]
+    refused = {spec.name: f"not compiled: {str(r).splitlines()[0]}"
+               for spec, r in zip(analysis.clusters, results) if isinstance(r, Exception)}
+    for name, why in refused.items():
+        log.warning("cluster %s stays in TensorFlow (%s)", name, why)
+    drop_clusters(analysis, refused)
+    return [r for r in results if not isinstance(r, Exception)]
 
 
 def output_packer(structure):
