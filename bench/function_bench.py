@@ -4,14 +4,17 @@ when installed, the inference engines OpenVINO and ONNX Runtime.
     python -m bench.function_bench [--filter TEXT] [--seconds S] [--rounds R] [--cache_dir DIR] [--json FILE]
                                    [--no_new_process]
 
-The rows of docs/design.md §9 (``bench/models.py``), each in this one process: TF graph (``tf.function``),
-TF XLA (``tf.function(jit_compile=True)``), the engines of ``bench/engines.py`` that are installed
-(``pip install -e .[bench]``; inference rows only: a training step gets "-" and a footnote) and ours
-(``tfxla_plugin.function(jit_compile=True)``) on the same inputs and live variables. The first table
-gives per row the median milliseconds per call (all engines measured in interleaved rounds, so a change
-in machine load hits them alike), the ratio of the faster TF mode's time to ours (> 1: we are faster),
-ours / the best engine (> 1: we are slower), the number of clusters and of kernels (the entry
-computation's loop nests and library calls after fusion; how many of them are oneDNN primitives in
+The rows of docs/design.md §9 (``bench/models.py``): TF graph (``tf.function``), TF XLA
+(``tf.function(jit_compile=True)``) and ours (``tfxla_plugin.function(jit_compile=True)``) in this process
+on the same inputs and live variables, and the engines of ``bench/engines.py`` that are installed
+(``pip install -e .[bench]``; inference rows only: a training step gets "-" and a footnote) each in a
+process of its own that builds the same seeded row (``bench/engine_process.py``: this process never
+loads an engine, and an engine's process is stopped while the others are timed, so no engine thread
+runs, spinning or not, while TF or ours is timed). The first table gives per row the median
+milliseconds per call (all engines measured in interleaved rounds, so a change in machine load hits
+them alike; each round starts with one untimed call), the ratio of the faster TF mode's time to ours
+(> 1: we are faster), ours / the best engine (> 1: we are slower), the number of clusters and of
+kernels (the entry computation's loop nests and library calls after fusion; how many of them are oneDNN primitives in
 parentheses), the call path (``eager``: one launch called as an eager op; ``graph``: the rewritten
 graph), and each engine's result checked against TF graph mode with its largest absolute error and that
 error relative to the largest |TF result| (a training step is checked on its loss and every variable it
@@ -46,8 +49,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tfxla_plugin  # noqa: E402
+from bench.engine_process import EngineUnavailable, RemoteEngine, Sampler  # noqa: E402
 from bench.engines import ENGINES, Engine, available, skip_reason  # noqa: E402
-from bench.models import ROWS, Case, Row  # noqa: E402
+from bench.models import ROWS, Case, Row, build_case  # noqa: E402
 from hlo.opcodes import Opcode  # noqa: E402
 
 NAME = max([30] + [len(r.name) for r in ROWS])  # the workload column's width
@@ -60,29 +64,14 @@ def set_cache_dir(cache_dir: str) -> None:
     os.environ["TFXLA_FLAGS"] = " ".join(kept + [f"--cache_dir={cache_dir}"])
 
 
-def timed(fn) -> float:
-    start = time.perf_counter()
-    out = fn()
-    for t in tf.nest.flatten(out):
-        if hasattr(t, "numpy"):
-            t.numpy()  # make sure the work is done
-    return time.perf_counter() - start
-
-
-def interleaved_medians(engines: dict, seconds: float, rounds: int) -> dict[str, float]:
-    """Median ms per call of each engine, measured in ``rounds`` interleaved rounds of ~seconds/rounds."""
-    per_call = {}
-    for name, fn in engines.items():  # warm up, and estimate the cost of one call
-        fn()
-        per_call[name] = min(timed(fn) for _ in range(2))
-    samples: dict[str, list[float]] = {name: [] for name in engines}
+def interleaved_medians(samplers: dict, seconds: float, rounds: int) -> dict[str, float]:
+    """Median ms per call of each engine (a ``Sampler`` here or a ``RemoteEngine``), measured in ``rounds``
+    interleaved rounds of ~seconds/rounds each."""
+    per_call = {name: s.calibrate() for name, s in samplers.items()}  # warm up, and the cost of one call
+    samples: dict[str, list[float]] = {name: [] for name in samplers}
     for _ in range(rounds):
-        for name, fn in engines.items():
-            n = max(1, min(2000, int(seconds / rounds / max(per_call[name], 1e-6))))
-            for _ in range(n):
-                start = time.perf_counter()
-                fn()
-                samples[name].append(time.perf_counter() - start)
+        for name, sampler in samplers.items():
+            samples[name] += sampler.sample(max(1, min(2000, int(seconds / rounds / max(per_call[name], 1e-6)))))
     return {name: 1e3 * statistics.median(s) for name, s in samples.items()}
 
 
@@ -150,23 +139,13 @@ def first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
-def build(row: Row) -> Case:
-    """``row``'s case, built after ``keras.backend.clear_session()``. Keras names layers and variables
-    from per-process counters and our kernel cache key includes those names, so without this a row
-    built after another Keras row gets other names than in a new process, and the new-process warm
-    compile would miss the cache where a second run of the same program hits it."""
-    import keras
-
-    keras.backend.clear_session()
-    return row.build()
-
-
-def prepare_row(row: Row, engines: tuple[Engine, ...] = ()) -> tuple[dict, dict, Case]:
-    """Build ``row``'s case, its engines (no-argument calls by name: tf_graph, tf_xla, ``engines``'
-    names, ours, where they compile) and the row's record so far: compile times, counts, call path and
-    result checks."""
+def prepare_row(row: Row, engines: tuple[Engine, ...] = (), directory: str | None = None
+                ) -> tuple[dict, dict, Case]:
+    """Build ``row``'s case, its samplers by name (tf_graph, tf_xla, ``engines``' names: ``RemoteEngine``s
+    started with files in ``directory``, ours; where they compile) and the row's record so far: compile
+    times, counts, call path and result checks. The caller closes the ``RemoteEngine``s."""
     out: dict = {"workload": row.name, "load_before": os.getloadavg()[0]}
-    case = build(row)
+    case = build_case(row)
     graph = tf.function(case.fn)
     xla = tf.function(case.fn, jit_compile=True)
     want = results(case, graph)
@@ -194,44 +173,48 @@ def prepare_row(row: Row, engines: tuple[Engine, ...] = ()) -> tuple[dict, dict,
         out["traceback"] = traceback.format_exc()
         ours = None
 
-    calls = {"tf_graph": sync(graph, case.args)}
+    samplers: dict = {"tf_graph": Sampler(sync(graph, case.args))}
     try:
         start = time.perf_counter()
         sync(xla, case.args)()
         out["xla_compile_s"] = time.perf_counter() - start
-        calls["tf_xla"] = sync(xla, case.args)
+        samplers["tf_xla"] = Sampler(sync(xla, case.args))
     except Exception as e:  # noqa: BLE001
         out["xla_error"] = first_line(e)
+    if engines and directory is None:
+        directory = tempfile.mkdtemp(prefix="tfxla_bench_engines_")
     for engine in engines:
-        add_engine(out, calls, engine, case, graph, want)
+        add_engine(out, samplers, engine.name, lambda e=engine: RemoteEngine(e.name, row.name, directory),
+                   case, want)
     if ours is not None:
-        calls["ours"] = sync(ours, case.args)
-    return out, calls, case
+        samplers["ours"] = Sampler(sync(ours, case.args))
+    return out, samplers, case
 
 
-def add_engine(out: dict, calls: dict, engine: Engine, case: Case, graph, want: list) -> None:
-    """Convert ``case`` for ``engine``, check its result against TF's and add its call to ``calls``;
-    a row it cannot run (or a conversion that fails) is recorded under ``<name>_skip``."""
+def add_engine(out: dict, samplers: dict, name: str, start, case: Case, want: list) -> None:
+    """Start engine ``name`` (``start()``: a ``RemoteEngine``, converted and compiled), check its result
+    against TF's and add it to ``samplers``; a row it cannot run (a training step, a conversion that
+    fails: ``EngineUnavailable``) is recorded under ``<name>_skip``."""
     reason = skip_reason(case)
     if reason is not None:
-        out[f"{engine.name}_skip"] = reason
+        out[f"{name}_skip"] = reason
         return
     try:
-        prepared = engine.prepare(case, graph)
-        out[f"{engine.name}_compile_s"] = prepared.compile_s
-        record_check(out, f"{engine.name}_", case, prepared.outputs(), want)
-        calls[engine.name] = prepared.call
-    except Exception as e:  # noqa: BLE001 - a benchmark reports and goes on
-        # the whole message on one line: a converter names the unsupported ops on a later line
-        out[f"{engine.name}_skip"] = f"failed: {type(e).__name__}: {' '.join(str(e).split())[:320]}"
+        remote = start()
+    except EngineUnavailable as e:
+        out[f"{name}_skip"] = str(e)
+        return
+    out[f"{name}_compile_s"] = remote.compile_s
+    record_check(out, f"{name}_", case, remote.outputs, want)
+    samplers[name] = remote
 
 
-def measure(row: Row, case: Case, engines: dict, seconds: float, rounds: int) -> dict[str, float]:
+def measure(row: Row, case: Case, samplers: dict, seconds: float, rounds: int) -> dict[str, float]:
     """Median ms per call of each engine from the case's initial state (a heavy row gets half the time)."""
     if case.reset is not None:
         case.reset()
     scale = 0.5 if row.heavy else 1.0
-    return interleaved_medians(engines, seconds * scale, rounds)
+    return interleaved_medians(samplers, seconds * scale, rounds)
 
 
 def warm_in_new_process(row: Row) -> dict:
@@ -247,7 +230,7 @@ def warm_in_new_process(row: Row) -> dict:
 
 def warm_child(name: str) -> None:
     """The new process of ``warm_in_new_process``: build the row, time our compile + first call, print JSON."""
-    case = build(next(r for r in ROWS if r.name == name))
+    case = build_case(next(r for r in ROWS if r.name == name))
     ours = tfxla_plugin.function(case.fn, jit_compile=True)
     start = time.perf_counter()
     compiled = ours.compiled_graph(*case.args)
@@ -258,10 +241,16 @@ def warm_child(name: str) -> None:
 
 def run_row(row: Row, seconds: float, rounds: int, engines: tuple[Engine, ...] = (),
             new_process: bool = True) -> dict:
-    out, calls, case = prepare_row(row, engines)
-    out.update(measure(row, case, calls, seconds, rounds))
+    with tempfile.TemporaryDirectory(prefix="tfxla_bench_engines_") as directory:
+        out, samplers, case = prepare_row(row, engines, directory)
+        try:
+            out.update(measure(row, case, samplers, seconds, rounds))
+        finally:  # end the engines' processes before the new process starts
+            for sampler in samplers.values():
+                if isinstance(sampler, RemoteEngine):
+                    sampler.close()
     out["load_after"] = os.getloadavg()[0]
-    del calls, case  # free the engines' compiled models before the new process starts
+    del samplers, case
     if new_process and "compile_cold_s" in out:
         out.update(warm_in_new_process(row))
     return out

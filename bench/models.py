@@ -46,6 +46,16 @@ def _t(a) -> tf.Tensor:
     return tf.constant(a)
 
 
+
+def build_case(row: Row) -> Case:
+    """``row``'s case, built after ``keras.backend.clear_session()``. Keras names layers and variables
+    from per-process counters, so without this a row built after another Keras row gets other names
+    than in a new process (the benchmark's engine and new-process children build the row again)."""
+    import keras
+
+    keras.backend.clear_session()
+    return row.build()
+
 # --- small functions ----------------------------------------------------------------------------
 
 def call_overhead() -> Case:

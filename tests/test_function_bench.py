@@ -1,12 +1,15 @@
 """bench.engines' adapters against TF, and bench.function_bench's engine columns, checks and tables.
 
 The adapter tests run where the engines are installed (``pip install -e .[bench]``) and skip with the
-reason elsewhere; the rest uses recorded rows and a stand-in engine, so it runs everywhere.
+reason elsewhere; the rest uses recorded rows and stand-in engines (``tests/engine_stubs.py`` in a child
+process, as the benchmark runs every engine), so it runs everywhere.
 """
 
 from __future__ import annotations
 
 import gc
+import os
+import time
 
 import numpy as np
 import pytest
@@ -14,7 +17,8 @@ import tensorflow as tf
 
 from bench import engines as eng
 from bench import function_bench as fb
-from bench.models import Case, layer_norm_fn
+from bench.engine_process import EngineUnavailable, RemoteEngine, Sampler
+from bench.models import ROWS, Case, build_case, layer_norm_fn
 
 
 def _tiny_cases() -> dict[str, Case]:
@@ -66,26 +70,94 @@ def _engine(stub: _Stub, name: str = "stub") -> eng.Engine:
     return eng.Engine(name, "Stub", ("numpy",), stub.prepare)
 
 
+class _Remote:
+    """A stand-in ``RemoteEngine`` (converted; its outputs as given)."""
+
+    def __init__(self, outputs):
+        self.outputs, self.compile_s = outputs, 0.25
+
+
 def test_add_engine_checks_against_tf_and_skips_training_rows():
     case = Case(lambda x: x * 2.0, [tf.constant([1.0, 2.0])])
     want = [np.array([2.0, 4.0], np.float32)]
     out: dict = {}
-    calls: dict = {}
-    fb.add_engine(out, calls, _engine(_Stub([np.array([2.0, 4.5], np.float32)])), case, None, want)
-    assert "stub" in calls and out["stub_compile_s"] == 0.25
+    samplers: dict = {}
+    fb.add_engine(out, samplers, "stub", lambda: _Remote([np.array([2.0, 4.5], np.float32)]), case, want)
+    assert "stub" in samplers and out["stub_compile_s"] == 0.25
     assert out["stub_check"] == "result 0: max |diff| 0.5 over tolerance"
     assert out["stub_max_abs"] == 0.5 and out["stub_max_rel"] == pytest.approx(0.125)
 
-    stub = _Stub([np.array([2.0, 4.0], np.float32)])
+    started = []
     training = Case(case.fn, case.args, reset=lambda: None)
-    out, calls = {}, {}
-    fb.add_engine(out, calls, _engine(stub), training, None, want)
-    assert stub.prepared == 0 and calls == {}
+    out, samplers = {}, {}
+    fb.add_engine(out, samplers, "stub", lambda: started.append(1), training, want)
+    assert started == [] and samplers == {}
     assert out["stub_skip"].startswith("a training step: it writes variables")
 
-    out, calls = {}, {}
-    fb.add_engine(out, calls, _engine(_Stub(error=ValueError("no converter for op Foo"))), case, None, want)
-    assert calls == {} and out["stub_skip"] == "failed: ValueError: no converter for op Foo"
+    def refused():
+        raise EngineUnavailable("failed: ValueError: no converter for op Foo")
+
+    out, samplers = {}, {}
+    fb.add_engine(out, samplers, "stub", refused, case, want)
+    assert samplers == {} and out["stub_skip"] == "failed: ValueError: no converter for op Foo"
+
+
+def _proc_stat(pid: int) -> tuple[str, int]:
+    """(state letter, utime + stime in clock ticks) of process ``pid``, from /proc/<pid>/stat."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return fields[0], int(fields[11]) + int(fields[12])
+
+
+class _Watched(Sampler):
+    """Ours, recording what the engine's process did while each of our rounds was timed."""
+
+    def __init__(self, pid: int):
+        super().__init__(lambda: time.sleep(0.005))
+        self.pid, self.states, self.ticks = pid, set(), []
+
+    def sample(self, n: int) -> list[float]:
+        before = _proc_stat(self.pid)[1]
+        result = [self.states.add(_proc_stat(self.pid)[0]) or s for s in super().sample(n)]
+        self.ticks.append(_proc_stat(self.pid)[1] - before)
+        return result
+
+
+def test_an_engine_runs_in_its_own_process_stopped_while_ours_is_timed(tmp_path):
+    # the stand-in engine spins a thread forever, as the engines' pools did after their rounds
+    remote = RemoteEngine("tests.engine_stubs:SPINNING", "tests.engine_stubs:TINY", tmp_path)
+    try:
+        assert remote.pid != os.getpid() and remote.compile_s == 0.25
+        result, converted_in = remote.outputs
+        np.testing.assert_array_equal(result, np.array([2.0, 4.0], np.float32))
+        assert converted_in == remote.pid
+        start = _proc_stat(remote.pid)[1]
+        ours = _Watched(remote.pid)
+        medians = fb.interleaved_medians({"ours": ours, "spinning": remote}, seconds=0.4, rounds=2)
+        assert set(medians) == {"ours", "spinning"} and medians["ours"] >= 5.0
+        assert ours.states == {"T"}  # stopped during every call of ours
+        assert ours.ticks == [0, 0]  # and it used no CPU during our rounds,
+        assert _proc_stat(remote.pid)[1] > start  # though it spins whenever it runs
+    finally:
+        remote.close()
+    assert remote.proc.returncode is not None
+
+
+@pytest.mark.parametrize("engine", eng.ENGINES, ids=lambda e: e.name)
+def test_a_real_engine_out_of_process_matches_tf(engine: eng.Engine, tmp_path):
+    if not engine.available():
+        pytest.skip(f"{engine.title} is not installed (needs {', '.join(engine.modules)}: pip install -e .[bench])")
+    row = next(r for r in ROWS if r.name.startswith("softmax"))
+    case = build_case(row)
+    want = [np.asarray(tf.function(case.fn)(*case.args))]
+    out: dict = {}
+    samplers: dict = {}
+    fb.add_engine(out, samplers, engine.name, lambda: RemoteEngine(engine.name, row.name, tmp_path), case, want)
+    try:
+        assert out[f"{engine.name}_check"] == "ok", out
+        assert out[f"{engine.name}_max_rel"] < 1e-5 and out[f"{engine.name}_compile_s"] > 0
+        assert samplers[engine.name].sample(2)[0] > 0
+    finally:
+        samplers[engine.name].close()
 
 
 def test_tables_with_missing_and_present_engines():
