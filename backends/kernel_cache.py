@@ -28,11 +28,22 @@ import shlex
 import stat
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from backends.shared_object import LoadError, read_record, read_regular_file, record_path
+
+
+_builds = [0]  # compiler processes ``build_cached`` ran in this process (``builds``), under _builds_lock
+_builds_lock = threading.Lock()
+
+
+def builds() -> int:
+    """How many compiler processes this process has run for the cache (cache misses built): what a
+    cache hit saves, counted (tests, ``bench/compile_bench.py``)."""
+    return _builds[0]
 
 
 class CompileError(RuntimeError):
@@ -127,6 +138,8 @@ def build_cached(source: str, key: str, command: Callable[[str, str], list[str]]
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=output_suffix, dir=directory)
         os.close(fd)
         cmd = command(str(src_path), tmp)
+        with _builds_lock:
+            _builds[0] += 1
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.TimeoutExpired) as e:

@@ -10,6 +10,7 @@ from google.protobuf import text_format
 
 import hlo
 import tfxla_plugin
+from tfxla_plugin.cluster_compiler import source_header
 
 MODULE = re.compile(r"^module_(\d{4})\.(cluster_\d+)\.(.+)$")
 
@@ -41,7 +42,9 @@ def test_each_module_dumps_xla_named_files_that_match_the_compilation(tmp_path, 
     before = hlo.parse_module((tmp_path / files["before_optimizations.txt"]).read_text())
     after = hlo.parse_module((tmp_path / files["after_optimizations.txt"]).read_text())
     assert before == c.hlo and after == c.optimized
-    assert (tmp_path / files["c"]).read_text() == c.c_source
+    # the source as compiled, after a header (a comment) that maps the kernel's inputs to HLO parameters
+    assert (tmp_path / files["c"]).read_text() == source_header("cluster_0", c.optimized) + c.c_source
+    assert "input 1: %w f32[3,4]" in source_header("cluster_0", c.optimized)
     assert (tmp_path / files["buffer-assignment.txt"]).read_text() == c.buffer_assignment
     assert "fused" in (tmp_path / files["fusion_decisions.txt"]).read_text()
     graphs = list(tmp_path.glob("*.clustered_graph.pbtxt"))

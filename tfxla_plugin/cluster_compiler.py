@@ -14,7 +14,10 @@ With ``TFXLA_FLAGS=--dump_to=DIR`` it writes XLA-style dumps, per compiled modul
     DIR/module_NNNN.<name>.before_optimizations.txt    HLO as lowered
     DIR/module_NNNN.<name>.after_optimizations.txt     HLO after the pipeline (what the code generator saw)
     DIR/module_NNNN.<name>.buffer-assignment.txt       the code generator's buffer arena
-    DIR/module_NNNN.<name>.c                           the generated kernel source (.cu for --backend=cuda)
+    DIR/module_NNNN.<name>.c                           the generated kernel source (.cu for --backend=cuda),
+                                                       after a header naming the cluster and its inputs' HLO
+                                                       parameters (``source_header``: the source itself names
+                                                       neither, see ``KERNEL_MODULE_NAME``)
     DIR/module_NNNN.<name>.fusion_decisions.txt        every fusion the pass made and every pair it refused
     DIR/module_NNNN.<name>.KKKK.after_<pass>.txt       with --dump_passes: after each HLO pass that changed
                                                        the module (KKKK counts passes in run order)
@@ -26,6 +29,7 @@ by ``compiled_graph``.)
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import logging
@@ -46,6 +50,13 @@ from tfxla_plugin.flags import Flags
 
 log = logging.getLogger("tfxla_plugin")
 _module_counter = itertools.count()
+
+# Every cluster's kernel is generated from a copy of its optimized module under this one name: the kernel's
+# source is its cache key and must not depend on the cluster's name (``cluster_3``, ``..._b4``), so
+# structurally identical clusters (of two models, of one model built twice) share one kernel. The
+# cluster's name and its parameters' names stay in the HLO dumps, ``explain`` and the dumped source's
+# header (``source_header``), which is not part of the compiled text.
+KERNEL_MODULE_NAME = "cluster"
 
 
 @dataclass
@@ -104,6 +115,14 @@ def _dump_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", text)
 
 
+def source_header(name: str, module: HloModule) -> str:
+    """The comment the dumped kernel source starts with (not compiled, not hashed): the cluster, and the
+    HLO parameter each input of the kernel's ABI is."""
+    inputs = "".join(f"\n   input {p.parameter_number}: %{p.name} {p.shape}" for p in module.entry.parameters)
+    return (f"/* tfxla cluster {name}: HLO module {module.name}, generated as module {KERNEL_MODULE_NAME}{inputs}\n"
+            f"   (the kernel's source names no cluster or TF node: its cache key is its content) */\n")
+
+
 def optimize_with_decisions(module: HloModule, backend: Backend,
                             dump: Callable[[int, str, HloModule], None] | None = None
                             ) -> tuple[HloModule, FusionPass | None]:
@@ -153,12 +172,13 @@ def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list
         optimized = backend.prepare(module, dump=dump)
     decisions = tuple(fusion.decisions) if fusion is not None else ()
     fusions = tuple(fusion.fusions) if fusion is not None else ()
-    kernel = backend.compile(optimized, CompileOptions(cache_dir=flags.cache_dir, prepared=True))
+    kernel = backend.compile(dataclasses.replace(optimized, name=KERNEL_MODULE_NAME),
+                             CompileOptions(cache_dir=flags.cache_dir, prepared=True))
     if not kernel.cache_hit:  # the cache grew: keep it under its limit (never evicting this kernel)
         cache_usage.evict(flags.cache_dir, flags.cache_max_bytes, keep={Path(kernel.path).name[:64]})
     if dumper is not None:
         dumper.write("after_optimizations.txt", optimized.to_text())
-        dumper.write(backend.source_suffix[1:], kernel.source)
+        dumper.write(backend.source_suffix[1:], source_header(name, optimized) + kernel.source)
         dumper.write("buffer-assignment.txt", kernel.buffer_assignment)
         dumper.write("fusion_decisions.txt", render_fusion(list(decisions), list(fusions)))
     path = str(kernel.path)

@@ -182,8 +182,8 @@ class ModuleCodegen:
             out.line("return 0;")
         out.line("")
         with out.block(f"TFXLA_EXPORT int tfxla_run({RUN_PARAMS})"):
-            emit_run_checks(out, [(f"input {p.parameter_number} (%%{p.name})", p.shape.dims)
-                                  for p in entry.parameters])
+            # "input k" alone: a parameter's name comes from a TF node, and the source is the cache key
+            emit_run_checks(out, [(f"input {p.parameter_number}", p.shape.dims) for p in entry.parameters])
             out.lines(self.probe_scalars)
             out.line("tfxla_rt = rt;")
             out.line("tfxla_scratch_base = scratch;")
