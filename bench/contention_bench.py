@@ -44,7 +44,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.function_bench import measure, prepare_row, set_cache_dir, sync, timed
+from bench.engine_process import timed_call
+from bench.function_bench import measure, prepare_row, set_cache_dir, sync
 from bench.models import ROWS, Row
 
 DEFAULT_ROWS = ("softmax [1024,1024]", "layer norm [512,1024]", "MLP 784-512-512-10 batch 64",
@@ -147,7 +148,7 @@ def load_worker(name: str) -> None:
     if not clusters:
         raise SystemExit(f"{name}: nothing compiled into our kernels")
     call = sync(ours, case.args)
-    ms = 1e3 * min(timed(call) for _ in range(3))
+    ms = 1e3 * min(timed_call(call) for _ in range(3))
     sys.stdout.write(f"ready {name}: {clusters} cluster(s), {ms:.3f} ms per call\n")
     sys.stdout.flush()
     os.dup2(2, 1)  # nobody reads the pipe from now on
