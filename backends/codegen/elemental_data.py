@@ -100,12 +100,11 @@ def _pad(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Value:
         return pad_value
     conds, src = [], []
     for i, d, n in zip(idx, cfg, src_dims):
-        shifted = f"({i} - ({d.low}))" if d.low else i
+        shifted = em.shared_index(f"({i} - ({d.low}))" if d.low else i)  # written 5 times: see shared_index
         if d.interior:
             conds.append(f"{shifted} % {d.interior + 1} == 0")
-            shifted = f"({shifted} / {d.interior + 1})"
+            shifted = em.shared_index(f"({shifted} / {d.interior + 1})")
         conds += [f"{shifted} >= 0", f"{shifted} < {n}"]
-        # inline, not a temporary: an operand that ignores this dim (a broadcast) would leave it unused
         src.append(f"({shifted} < 0 ? 0 : ({shifted} > {n - 1} ? {n - 1} : {shifted}))")
     inside = em.tmp("int", " && ".join(f"({c})" for c in conds) or "1", "in")
     v = em.operand(inst, 0, tuple(src))
@@ -128,14 +127,17 @@ def _concatenate(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Valu
         offset += size
     if not parts:
         return em.var(em.ctype_of(inst), "0")
-    i = idx[axis]
+    # every index written more than once is a name (``shared_index``): a nest of concatenates would
+    # otherwise double its text at every level
+    i = em.shared_index(idx[axis]) if len(parts) > 1 else idx[axis]
     values = []
     for k, (name, start, size) in enumerate(parts):
-        local = f"({i} - {start})" if start else i
+        local = em.shared_index(f"({i} - {start})") if start else i
         if k:
             local = f"({local} < 0 ? 0 : {local})"
         if k < len(parts) - 1:
-            local = f"({local} > {size - 1} ? {size - 1} : {local})"  # inline: see _pad
+            local = em.shared_index(local)
+            local = f"({local} > {size - 1} ? {size - 1} : {local})"
         values.append(em.emit(name, tuple(local if d == axis else j for d, j in enumerate(idx))))
     expr = values[-1]
     for (_, start, size), v in zip(reversed(parts[:-1]), reversed(values[:-1])):
