@@ -1,9 +1,12 @@
-"""Generated source grows linearly with a nest of concatenates or pads, not exponentially.
+"""Generated source grows linearly with a nest of concatenates or pads, not exponentially; a large
+computation's loop nests are functions of their own.
 
 A concatenate or pad writes its operand's index more than once (the clamp into the operand, the select);
 written as text, a fused nest of them doubled the text at every level: DenseNet121's chain of fused
 concatenates (each dense block concatenates onto the last) made a 2.2 GB C source that gcc ran for
-minutes on. ``ElementalEmitter.shared_index`` names such an index once. Numbers against the evaluator.
+minutes on. ``ElementalEmitter.shared_index`` names such an index once. gcc's cost grows faster than
+linearly with a function's size, so a computation of ``OUTLINE_NESTS_FROM`` instructions or more outlines
+its serial nests too (``backends/cpu/parallel.py`` ``emit_nest``). Numbers against the evaluator.
 """
 
 from __future__ import annotations
@@ -54,3 +57,29 @@ def test_a_nest_of_pads_writes_each_index_once(tmp_path):
     assert len(exe.source) < BOUND
     (got,) = check_module(exe, [np.arange(1.0, 4.0, dtype=np.float32), np.float32(-7.0)])
     assert got[PADS] == -1.0 and got[0] == -7.0
+
+
+def _long_chain(n: int) -> str:
+    """An entry of ``n`` + 3 instructions: ``n`` small unfused elementwise nests (serial: little work each)."""
+    lines = ["  %x = f32[4,33] parameter(0)", "  %y = f32[4,33] parameter(1)", "  %v0 = f32[4,33] negate(%x)"]
+    ops = ("add", "multiply", "subtract", "maximum")
+    for k in range(1, n):
+        lines.append(f"  %v{k} = f32[4,33] {ops[k % 4]}(%v{k - 1}, %y)")
+    lines.append(f"  ROOT %out = f32[4,33] tanh(%v{n - 1})")
+    return "HloModule chain\n\nENTRY e {\n" + "\n".join(lines) + "\n}\n"
+
+
+def test_a_large_computation_outlines_its_serial_nests(tmp_path, monkeypatch):
+    from backends.cpu import computation
+
+    module = hlo.parse_module(_long_chain(computation.OUTLINE_NESTS_FROM))
+    exe = cpu.compile(module, cpu.CompileOptions(cache_dir=str(tmp_path)))
+    nests = exe.source.count("__attribute__((noinline)) static void comp_0_seq")
+    assert nests >= computation.OUTLINE_NESTS_FROM - 1  # one function per serial nest, called directly
+    assert exe.source.count("_seq") > 2 * nests and "tfxla_parallel(" not in exe.source.split("comp_0(")[-1]
+    args = [np.random.default_rng(0).uniform(-1.0, 1.0, (4, 33)).astype(np.float32) for _ in range(2)]
+    got = check_module(exe, args)
+    monkeypatch.setattr(computation, "OUTLINE_NESTS_FROM", 10**9)  # the same module, nests inline
+    inline = cpu.compile(module, cpu.CompileOptions(cache_dir=str(tmp_path)))
+    assert "_seq" not in inline.source
+    np.testing.assert_array_equal(inline(*args)[0], got[0])

@@ -15,7 +15,9 @@ scatter, select-and-scatter) are top-level kernels here too; ``ComputationEmitte
 
 A loop nest with enough work runs its outer loops on the caller's threads (``parallel.py``): they are
 outlined into shard functions (``<fname>_par<N>``), written before the function; so is the reduction of
-a nest computing few elements (``split_reduction``).
+a nest computing few elements (``split_reduction``). In a computation of ``OUTLINE_NESTS_FROM``
+instructions or more, a serial nest is outlined as well (``<fname>_seq<N>``, called directly): gcc's
+cost grows faster than linearly with a function's size.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def check_array(shape: ShapeLike, what: str) -> Shape:
     return V.check_array(shape, what, C.storage)
 
 
+OUTLINE_NESTS_FROM = 200  # instructions of a computation from which every loop nest is outlined
+
+
 class ComputationEmitter(ComputationEmitterBase):
     """Emits one computation as a C function (see the module docstring)."""
 
@@ -64,6 +69,8 @@ class ComputationEmitter(ComputationEmitterBase):
         self.decls = IndentedBuffer()  # buffer pointers, hoisted to the top of the function
         self.pointers: dict[str, str] = {}  # buffer pointer -> its declaration (the shards repeat theirs)
         self.outliner = Outliner(fname, self.pointers)
+        # a large computation's serial nests become functions of their own too (``emit_nest``'s outline)
+        self.outline_nests = len(comp.instructions) >= OUTLINE_NESTS_FROM
         self._labels: dict[str, str] = {}  # buffer pointer -> its arena label (buffers in the arena)
         self._element_last: dict[tuple[str, int], int] | None = None
 
@@ -371,7 +378,7 @@ class ComputationEmitter(ComputationEmitterBase):
                 for o, v in zip(outs, values):
                     buf.line(f"{o.ptr}[{linear_index(o.shape, idx)}] = {C.store(o.shape.dtype, v)};")
             emit_nest(buf, self.outliner, list(zip(idx, dims)), first + count if count else 0, body,
-                      emitter.declared, mark)
+                      emitter.declared, mark, outline=self.outline_nests)
 
     def split_reduction(self, em: ElementalEmitter, red: SplitReduction) -> bool:
         """The ``ReductionSplitter`` of this function's nests: ``red`` in parts on the caller's threads."""

@@ -129,11 +129,13 @@ class Outliner:
         return out
 
     def call(self, out: IndentedBuffer, n: int, body: IndentedBuffer, captures: dict[str, str],
-             part: tuple[str, int] | None = None) -> str:
+             part: tuple[str, int] | None = None, serial: bool = False) -> str:
         """Outline ``body`` (statements running tasks ``begin_`` to ``end_``; ``c_`` is the context) as a
         shard, and write into ``out`` its context ``ctx_`` and the call running its ``n`` tasks; ``part``:
-        (C type, count) of the context's ``part`` array the body fills. Returns the shard's name."""
-        name = f"{self.fname}_par{self.count}"
+        (C type, count) of the context's ``part`` array the body fills. ``serial``: a nest outlined only to
+        keep the computation function small (``emit_nest``): ``<fname>_seq<N>``, never inlined, called
+        directly on this thread. Returns the shard's name."""
+        name = f"{self.fname}_{'seq' if serial else 'par'}{self.count}"
         self.count += 1
         text = body.getvalue()
         fns = self.functions
@@ -145,7 +147,8 @@ class Outliner:
                 fns.line(f"{ctype} {var};")
             if part is not None:
                 fns.line(f"{part[0]} part[{part[1]}];")
-        with fns.block(f"static void {name}(void* ctx_, int64_t begin_, int64_t end_)"):
+        attribute = "__attribute__((noinline)) " if serial else ""
+        with fns.block(f"{attribute}static void {name}(void* ctx_, int64_t begin_, int64_t end_)"):
             fns.line(f"{name}_ctx* const c_ = ({name}_ctx*)ctx_;")
             for ctype, field in _FRAME:
                 fns.line(f"{ctype} const {field} = c_->{field};")
@@ -162,7 +165,7 @@ class Outliner:
         fns.line("")
         fields = ["p", "r", "scratch", "scratch_base", "tfxla_st", *captures]
         out.line(f"{name}_ctx ctx_ = {{{', '.join(fields)}}};")
-        out.line(f"tfxla_parallel({n}, {name}, &ctx_);")
+        out.line(f"{name}(&ctx_, 0, {n});" if serial else f"tfxla_parallel({n}, {name}, &ctx_);")
         return name
 
 
@@ -197,23 +200,30 @@ def _task_loops(buf: IndentedBuffer, loops: Sequence[tuple[str, int]], lo: str, 
 
 
 def emit_nest(out: IndentedBuffer, outliner: Outliner, loops: Sequence[tuple[str, int]], split: int,
-              body: IndentedBuffer, declared: dict[str, str], mark: int) -> None:
+              body: IndentedBuffer, declared: dict[str, str], mark: int, outline: bool = False) -> None:
     """The loop nest ``loops`` ((var, size), outermost first) around ``body``: its first ``split`` loops run
     as tasks through ``tfxla_parallel`` (``split`` 0: all serial; serial too when the body reads a local
-    the shard cannot receive). ``mark``: the names counter when the body began (``Outliner.captures``)."""
-    captures = outliner.captures(body.getvalue(), declared, mark, {v for v, _ in loops}) if split else None
+    the shard cannot receive). ``mark``: the names counter when the body began (``Outliner.captures``).
+    ``outline``: a serial nest too becomes a function of its own (``Outliner.call(serial=True)``): gcc's
+    register allocation and global CSE/PRE grow faster than linearly with a function's size, and one
+    function holding every nest of a large model was most of its compile (DenseNet121 96x96: gcc 22 CPU-s,
+    15 with its nests outlined)."""
+    serial = outline and not split
+    wanted = split or serial
+    captures = outliner.captures(body.getvalue(), declared, mark, {v for v, _ in loops}) if wanted else None
     if captures is None:
         open_loops(out, loops)
         out.splice(body)
         close_loops(out, len(loops))
         return
+    split = split or 1
     shard = IndentedBuffer()
     _task_loops(shard, loops[:split], "begin_", "end_")
     open_loops(shard, loops[split:])
     shard.splice(body)
     close_loops(shard, len(loops) - split + 1)
     with out.block(""):
-        outliner.call(out, math.prod(n for _, n in loops[:split]), shard, captures)
+        outliner.call(out, math.prod(n for _, n in loops[:split]), shard, captures, serial=serial)
 
 
 def reduction_parts(sizes: Sequence[int]) -> tuple[int, int, int]:
