@@ -50,8 +50,6 @@ class CommonSubexpressionElimination:
                 canonical[inst.name] = first
         if not canonical:
             return comp
-        for dup, first in canonical.items():
-            editor.replace_uses(dup, first)
-        for dup in canonical:
-            editor.remove(dup)
+        editor.replace_all_uses(canonical)  # (a first is never a duplicate: its key was seen first)
+        editor.remove_all(canonical)
         return editor.build()

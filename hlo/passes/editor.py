@@ -68,9 +68,35 @@ class ComputationEditor:
             self.root = new
             self.changed = True
 
+    def replace_all_uses(self, mapping: dict[str, str]) -> None:
+        """``replace_uses(old, new)`` for every item of ``mapping`` in one pass over the instructions (a
+        pass replacing many calls this, not ``replace_uses`` per name: that is quadratic). No ``new`` may
+        itself be an ``old``, nor use its ``old``."""
+        mapping = {old: new for old, new in mapping.items() if old != new}
+        if not mapping:
+            return
+        for n in self.order:
+            inst = self.insts[n]
+            if any(o in mapping for o in inst.operands):
+                self.insts[n] = inst.replace(operands=tuple(mapping.get(o, o) for o in inst.operands))
+                self.changed = True
+        if self.root in mapping:
+            self.root = mapping[self.root]
+            self.changed = True
+
     def remove(self, name: str) -> None:
         del self.insts[name]
         self.order.remove(name)
+        self.changed = True
+
+    def remove_all(self, names) -> None:
+        """``remove`` each of ``names`` (one pass over the order)."""
+        gone = set(names)
+        if not gone:
+            return
+        for name in gone:
+            del self.insts[name]
+        self.order = [n for n in self.order if n not in gone]
         self.changed = True
 
     def build(self) -> HloComputation:
