@@ -181,10 +181,9 @@ def prepare_row(row: Row, engines: tuple[Engine, ...] = (), directory: str | Non
         samplers["tf_xla"] = Sampler(sync(xla, case.args))
     except Exception as e:  # noqa: BLE001
         out["xla_error"] = first_line(e)
-    if engines and directory is None:
-        directory = tempfile.mkdtemp(prefix="tfxla_bench_engines_")
+    files = directory or (tempfile.mkdtemp(prefix="tfxla_bench_engines_") if engines else "")
     for engine in engines:
-        add_engine(out, samplers, engine.name, lambda e=engine: RemoteEngine(e.name, row.name, directory),
+        add_engine(out, samplers, engine.name, lambda e=engine: RemoteEngine(e.name, row.name, files),
                    case, want)
     if ours is not None:
         samplers["ours"] = Sampler(sync(ours, case.args))
