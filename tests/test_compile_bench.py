@@ -26,3 +26,8 @@ def test_table_rows():
     assert len(cb.HEADER.split("check")[0]) == len(cb.format_row("DenseNet121", row).split("max rel")[0])
     failed = cb.format_row("NASNetMobile", {"cold": {"error": "exit 1: boom"}, "new": {}, "xla": {"s": 10.0}})
     assert failed.split()[1:10] == ["-"] * 7 + ["10.00", "-"] and failed.endswith("cold: exit 1: boom")
+
+
+def test_xla_first_call_is_timed():
+    case = build_case(next(r for r in ROWS if r.name.startswith("softmax")))
+    assert cb.measure_xla(case)["s"] > 0
