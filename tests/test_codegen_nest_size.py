@@ -12,6 +12,7 @@ its serial nests too (``backends/cpu/parallel.py`` ``emit_nest``). Numbers again
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import hlo
 from backends import cpu
@@ -82,4 +83,33 @@ def test_a_large_computation_outlines_its_serial_nests(tmp_path, monkeypatch):
     monkeypatch.setattr(computation, "OUTLINE_NESTS_FROM", 10**9)  # the same module, nests inline
     inline = cpu.compile(module, cpu.CompileOptions(cache_dir=str(tmp_path)))
     assert "_seq" not in inline.source
+    np.testing.assert_array_equal(inline(*args)[0], got[0])
+
+
+def _dot_chain(n: int) -> str:
+    """``n`` oneDNN matmuls, each followed by a tanh (2n + 3 instructions)."""
+    lines = ["  %x = f32[4,33] parameter(0)", "  %w = f32[33,33] parameter(1)", "  %t0 = f32[4,33] negate(%x)"]
+    for k in range(1, n + 1):
+        lines += [f"  %d{k} = f32[4,33] dot(%t{k - 1}, %w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+                  f"  %t{k} = f32[4,33] tanh(%d{k})"]
+    lines[-1] = lines[-1].replace(f"  %t{n}", f"  ROOT %t{n}")
+    return "HloModule dots\n\nENTRY e {\n" + "\n".join(lines) + "\n}\n"
+
+
+def test_a_large_computation_outlines_its_onednn_calls(tmp_path, monkeypatch):
+    from backends.cpu import computation, dnnl
+
+    if dnnl.installation() is None:
+        pytest.skip("oneDNN is not installed")
+    module = hlo.parse_module(_dot_chain(computation.OUTLINE_NESTS_FROM // 2))
+    exe = cpu.compile(module, cpu.CompileOptions(cache_dir=str(tmp_path)))
+    calls = exe.source.count("if (tfxla_dnnl_run_")
+    assert calls == computation.OUTLINE_NESTS_FROM // 2 and "dnnl_primitive_execute" not in exe.source.split(
+        "static int comp_0(")[-1].split("TFXLA_EXPORT")[0]  # none left in the computation function
+    rng = np.random.default_rng(0)
+    args = [rng.uniform(-1.0, 1.0, (4, 33)).astype(np.float32), rng.uniform(-0.3, 0.3, (33, 33)).astype(np.float32)]
+    got = check_module(exe, args, rtol=1e-4, atol=1e-5)
+    monkeypatch.setattr(computation, "OUTLINE_NESTS_FROM", 10**9)
+    inline = cpu.compile(module, cpu.CompileOptions(cache_dir=str(tmp_path)))
+    assert "tfxla_dnnl_run_" not in inline.source
     np.testing.assert_array_equal(inline(*args)[0], got[0])

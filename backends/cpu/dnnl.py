@@ -252,7 +252,27 @@ class DnnlPrimitive:
                 gen.teardown_code.line(f"if (st->{p}_duser) dnnl_memory_destroy(st->{p}_duser);")
             gen.teardown_code.line(f"for (int i = 0; i < {n_mem}; ++i) if (st->{p}_m[i]) "
                                    f"dnnl_memory_destroy(st->{p}_m[i]);")
-        self._run_code(em.buf, p)
+        if not (getattr(em, "outline_nests", False) and self._outlined_run(em.buf, gen, k, p)):
+            self._run_code(em.buf, p)
+
+    def _outlined_run(self, out: IndentedBuffer, gen, k: int, p: str) -> bool:
+        """In a large computation (``ComputationEmitter.outline_nests``, as its loop nests) the execution is
+        ``tfxla_dnnl_run_<k>(pointers, err, errlen)``, never inlined: gcc's cost grows faster than linearly
+        with a function's size. False, nothing written, when a pointer is not a plain name."""
+        ptrs = [t.ptr for t in (self.src, self.wei, self.dst, self.bias) if t is not None]
+        ptrs += [op.src1.ptr for op in self.post_ops if isinstance(op, Binary)]
+        ptrs = list(dict.fromkeys(ptrs + ([self.alias_scratch[0]] if self.alias_scratch is not None else [])))
+        if not all(x.isidentifier() for x in ptrs):
+            return False
+        body = IndentedBuffer()
+        self._run_code(body, p)
+        names = re.compile(r"(?<![\w.%])(" + "|".join(map(re.escape, ptrs)) + r")(?!\w)")
+        text = names.sub(lambda m: f"x_[{ptrs.index(m.group(1))}]", body.getvalue())
+        gen.globals.line(f"__attribute__((noinline)) static int tfxla_dnnl_run_{k}(void* const* x_, char* err, "
+                         f"size_t errlen) {{\n{text}  return 0;\n}}")
+        out.line(f"{{ void* const x_[{len(ptrs)}] = {{{', '.join(f'(void*)({x})' for x in ptrs)}}};")
+        out.line(f"  if (tfxla_dnnl_run_{k}(x_, err, errlen)) return 1; }}")
+        return True
 
     def _run_code(self, b: IndentedBuffer, p: str) -> None:
         """Point the memory objects at this call's buffers, reorder parameter weights if needed, execute."""
