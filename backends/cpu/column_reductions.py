@@ -6,9 +6,12 @@ row-major input, with one binary reducer the C backend vectorizes
 is not empty, is annotated ``column_reduce=true``; ``column_reduce.py`` emits
 it with interchanged loops (the output set to the init value, the input
 walked in memory order). Annotated: every such reduce of a computation the
-backend runs as code, and the root reduce of a fused computation (a fusion
-whose root it is becomes that loop). Valid IR in, valid IR out: only the
-annotation changes.
+backend runs as code, the root reduce of a fused computation (a fusion
+whose root it is becomes that loop), and the other such reduces of a fused
+computation whose result has at most ``MEMBER_ELEMENTS`` elements, row-major
+(streamed into a local array before the fusion's loop, which reads them
+there: bias and BatchNorm gradients fused with what consumes them). Valid
+IR in, valid IR out: only the annotation changes.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 
 from backends.codegen.elemental_data import simple_reducer
 from backends.codegen.errors import CodegenUnsupported
+from backends.cpu.column_reduce import MEMBER_ELEMENTS
 from backends.cpu.dialect import C, SIMD_REDUCTIONS
 from hlo.annotations import COLUMN_REDUCE
 from hlo.ir import HloComputation, HloInstruction, HloModule
@@ -44,6 +48,13 @@ def is_column_reduce(module: HloModule, comp: HloComputation, inst: HloInstructi
     return op is not None and (op, C.compute(dtype)) in SIMD_REDUCTIONS
 
 
+def _member(inst: HloInstruction) -> bool:
+    """A reduce inside a fused computation, not its root, small and row-major enough for a local array."""
+    shape = inst.shape
+    return (isinstance(shape, Shape) and shape.num_elements <= MEMBER_ELEMENTS
+            and shape.layout in (None, Layout.default(shape.rank)))
+
+
 def _fused_computations(module: HloModule) -> set[str]:
     return {inst.attr("calls").name for _, inst in module.instructions() if inst.opcode is Opcode.FUSION}
 
@@ -58,7 +69,7 @@ class ColumnReductions:
         fused = _fused_computations(module)
 
         def decide(module: HloModule, comp: HloComputation) -> dict[str, object]:
-            candidates = [comp.root] if comp.name in fused else comp.instructions
+            candidates = [i for i in comp.instructions if comp.name not in fused or i is comp.root or _member(i)]
             return {i.name: True for i in candidates if is_column_reduce(module, comp, i)}
 
         return annotate(module, COLUMN_REDUCE, decide)

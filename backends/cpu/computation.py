@@ -35,7 +35,7 @@ from backends.codegen.names import Names
 from backends.codegen.registry import registrar
 from backends.codegen.serial import SERIAL
 from backends.codegen.values import Buf
-from backends.cpu.column_reduce import column_reduce
+from backends.cpu.column_reduce import column_members, column_reduce
 from backends.cpu.dialect import C
 from backends.cpu.dynamic_update import emit_in_place_update
 from backends.cpu.index_check import emit_index_checks, emit_scatter_check
@@ -360,9 +360,12 @@ class ComputationEmitter(ComputationEmitterBase):
         emitter.index_checked = checked
         idx = tuple(self.names.fresh("i") for _ in dims)
         with buf.block(""):
-            if len(outs) == 1 and column_reduce(emitter, emitter.comp[root], outs[0], buf, self.names):
+            threshold = self.gen.options.parallel_threshold
+            streamed = column_members(emitter, buf, self.names, self.outliner, threshold)
+            if len(outs) == 1 and column_reduce(emitter, emitter.comp[root], outs[0], buf, self.names,
+                                                self.outliner, threshold):
                 return
-            inner = inner_work(self.gen.module, inst)
+            inner = inner_work(self.gen.module, inst, streamed)
             work = outs[0].shape.num_elements * inner
             first, count = parallel_loops(dims) if work >= self.gen.options.parallel_threshold else (0, 0)
             if count == 0 and outs[0].shape.num_elements <= 4 and inner >= self.gen.options.parallel_threshold:

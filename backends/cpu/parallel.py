@@ -116,14 +116,16 @@ class Outliner:
     def captures(self, text: str, declared: dict[str, str], mark: int, own: set[str]) -> dict[str, str] | None:
         """The locals ``text`` reads from the function around it (name -> C type, first use first): those
         generated before ``mark`` (the names counter when the body began), neither buffer pointers nor
-        ``own`` (declared by the shard); None when one of them is not in ``declared`` or not a scalar."""
+        ``own`` (declared by the shard); None when one of them is not in ``declared`` or is an array (a
+        local array is declared with its pointer type, ``T*``: the shard reads it through the pointer, valid
+        while the call runs)."""
         out: dict[str, str] = {}
         for m in _GENERATED.finditer(text):
             name = m.group(0)
             if int(m.group(2)) > mark or name in own or name in self.pointers or name in out:
                 continue
             ctype = declared.get(name)
-            if ctype is None or "*" in ctype or "[" in ctype:
+            if ctype is None or "[" in ctype:
                 return None
             out[name] = ctype
         return out
@@ -283,12 +285,15 @@ def emit_split_reduction(out: IndentedBuffer, outliner: Outliner, loops: Sequenc
 
 # --- how much work -----------------------------------------------------------------------------------
 
-def inner_work(module: HloModule, inst: HloInstruction) -> int:
-    """Rough work per output element: the largest reduction/contraction/window size inside ``inst``."""
+def inner_work(module: HloModule, inst: HloInstruction, computed: frozenset[str] = frozenset()) -> int:
+    """Rough work per output element: the largest reduction/contraction/window size inside ``inst``, but
+    for the instructions ``computed`` before its loop (column reductions streamed into arrays)."""
     insts = (module.computation(inst.attr("calls").name).instructions if inst.opcode is Opcode.FUSION
              else (inst,))
     work = 1
     for i in insts:
+        if i.name in computed:
+            continue
         if i.opcode is Opcode.REDUCE:
             src = module_shape(module, inst, i, 0)
             work = max(work, math.prod(src.dims[d] for d in i.attr("dimensions")) if src else 1)
