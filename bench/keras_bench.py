@@ -10,6 +10,12 @@ the same seeded model, data and optimizer (SGD with momentum), in interleaved ro
 * ``ours``: ``tfxla_plugin.enable()`` before the model is built, then ``jit_compile=False`` (the hook
   compiles Keras's steps; with ``jit_compile=True`` it would take them from XLA the same way).
 
+``mobilenet_v2`` is ``keras.applications.MobileNetV2(alpha=0.35, weights=None, include_top=False)`` at
+96x96 with global average pooling and a 10-way head (``MOBILENET_ALPHA``): BatchNormalization (training
+statistics and gradients), depthwise and pointwise convolutions, ReLU6, batch 32. Alpha 1.0 and 224x224
+are the inference table's model (issue 19); for training on a 2-core machine they take too long per row
+(TF's XLA alone was ~20 s a step at alpha 1.0, 96x96), so this row keeps each process to a few minutes.
+
 Reported per row, medians over rounds: ``fit`` milliseconds per training step (one epoch of a data set
 divisible by the batch, after a warm-up epoch: every step has a static batch), and ``predict_on_batch``
 latency at batch 1 and at the training batch; then ours/tf and ours/xla (< 1: we are faster). Run it
@@ -39,11 +45,13 @@ ROWS = {  # name: (input shape, batch, samples)
     "mobilenet_v2": ((96, 96, 3), 32, 128),
 }
 ENGINES = ("tf", "xla", "ours")
+MOBILENET_ALPHA = 0.35
 
 CHILD = textwrap.dedent("""
     import json, statistics, sys, time
     import numpy as np
     engine, row, shape, batch, samples, epochs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), *map(int, sys.argv[4:7])
+    alpha = float(sys.argv[7])
     import tensorflow as tf, keras
     import tfxla_plugin
     if engine == "ours":
@@ -59,7 +67,8 @@ CHILD = textwrap.dedent("""
         h = keras.layers.Conv2D(64, 3, activation="relu")(h)
         h = keras.layers.GlobalAveragePooling2D()(h)
     else:
-        base = keras.applications.MobileNetV2(input_shape=tuple(shape), include_top=False, weights=None)
+        base = keras.applications.MobileNetV2(input_shape=tuple(shape), alpha=alpha, include_top=False,
+                                              weights=None)
         h = keras.layers.GlobalAveragePooling2D()(base(inputs))
     model = keras.Model(inputs, keras.layers.Dense(10)(h))
     class StepTimer(keras.callbacks.Callback):  # intervals between batch begins: the steps without fit's setup
@@ -106,7 +115,7 @@ def run_child(engine: str, row: str, epochs: int) -> dict:
     shape, batch, samples = ROWS[row]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     proc = subprocess.run([sys.executable, "-c", CHILD, engine, row, json.dumps(shape), str(batch), str(samples),
-                           str(epochs)], capture_output=True, text=True, env=env, timeout=1800)
+                           str(epochs), str(MOBILENET_ALPHA)], capture_output=True, text=True, env=env, timeout=1800)
     if proc.returncode != 0 or "RESULT " not in proc.stdout:
         raise RuntimeError(f"{engine} {row} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.split("RESULT ", 1)[1])
