@@ -161,3 +161,29 @@ def test_a_member_too_large_for_a_local_array_keeps_the_generic_loop() -> None:
     m = pipeline.optimize(m)
     assert [i.name for i in m.computation("f").instructions if i.attr(COLUMN_REDUCE)] == []
     assert ColumnReductions().run(m) is m
+
+
+def test_the_members_of_one_fusion_share_a_budget() -> None:
+    """Five members of 16384 elements: the first four fill FUSION_MEMBER_ELEMENTS, the fifth stays generic."""
+    n = 16384
+    reduces = "\n".join(f"  %r{k} = f32[{n}] reduce(%x{k}, %z), dimensions={{0}}, to_apply=%add" for k in range(5))
+    scaled = "\n".join(f"  %c{k} = f32[] constant({k + 1})\n  %b{k} = f32[2,{n}] broadcast(%c{k}), dimensions={{}}\n"
+                       f"  %x{k} = f32[2,{n}] multiply(%x, %b{k})" for k in range(5))
+    total = "  %s1 = f32[{n}] add(%r0, %r1)\n  %s2 = f32[{n}] add(%s1, %r2)\n  %s3 = f32[{n}] add(%s2, %r3)\n" \
+            "  ROOT %s4 = f32[{n}] add(%s3, %r4)".format(n=n)
+    text = f"""HloModule budget
+{REDUCERS}
+%f (x: f32[2,{n}]) -> f32[{n}] {{
+  %x = f32[2,{n}] parameter(0)
+  %z = f32[] constant(0)
+{scaled}
+{reduces}
+{total}
+}}
+ENTRY %main (x: f32[2,{n}]) -> f32[{n}] {{
+  %x = f32[2,{n}] parameter(0)
+  ROOT %r = f32[{n}] fusion(%x), kind=kLoop, calls=%f
+}}
+"""
+    m = ColumnReductions().run(hlo.parse_module(text))
+    assert [i.name for i in m.computation("f").instructions if i.attr(COLUMN_REDUCE)] == ["r0", "r1", "r2", "r3"]

@@ -17,7 +17,8 @@ Two places take them (``computation.py``'s loops):
   streamed straight into the output buffer.
 * ``column_members``: reduces inside a fused computation whose root is something else (a bias gradient
   fused with the optimizer's update, BatchNorm's mean/variance or its gradients' sums, in a multi-output
-  fusion). Each is streamed first into a local array of its result (at most ``MEMBER_ELEMENTS``), then
+  fusion). Each is streamed first into a local array of its result (at most ``MEMBER_ELEMENTS``, and
+  ``FUSION_MEMBER_ELEMENTS`` for all of a fusion's: the pass annotates no more), then
   the fusion's loop reads it from there (``ElementalEmitter.external``) instead of recomputing it per
   element. Consecutive members over inputs of the same dims (their leading dims reduced alike, one
   compute type, none reading another) share one pass: one walk over the rows, every member's operand
@@ -46,6 +47,7 @@ from hlo.ir import HloInstruction
 from hlo.shapes import Layout, Shape
 
 MEMBER_ELEMENTS = 16384  # result elements of a member reduce, held in a local array (stack)
+FUSION_MEMBER_ELEMENTS = 65536  # result elements of all the members of one fusion
 PART_ELEMENTS = 16384  # partials of one parallel pass (parts x members x result elements), in its context
 
 STREAM_COMMENT = "/* column reduction: the input is streamed once, row by row, into the output */"
@@ -203,7 +205,7 @@ def column_members(em: ElementalEmitter, buf: IndentedBuffer, names, outliner: O
     """Stream the annotated column reduces of ``em.comp`` other than its root into local arrays (grouped in
     passes), and make ``em`` read them from there; returns their names."""
     members = [i for i in em.comp.instructions
-               if i.name != em.comp.root_name and _taken(em, i) and i.shape.num_elements <= MEMBER_ELEMENTS]
+               if i.name != em.comp.root_name and _taken(em, i)]
     groups: list[list[HloInstruction]] = []
     for red in members:
         last = groups[-1] if groups else None

@@ -8,10 +8,11 @@ it with interchanged loops (the output set to the init value, the input
 walked in memory order). Annotated: every such reduce of a computation the
 backend runs as code, the root reduce of a fused computation (a fusion
 whose root it is becomes that loop), and the other such reduces of a fused
-computation whose result has at most ``MEMBER_ELEMENTS`` elements, row-major
-(streamed into a local array before the fusion's loop, which reads them
-there: bias and BatchNorm gradients fused with what consumes them). Valid
-IR in, valid IR out: only the annotation changes.
+computation with a row-major result of at most ``MEMBER_ELEMENTS`` elements,
+in instruction order while a fusion's stay within ``FUSION_MEMBER_ELEMENTS``
+together (each is streamed into a local array before the fusion's loop,
+which reads it there: bias and BatchNorm gradients fused with what consumes
+them). Valid IR in, valid IR out: only the annotation changes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from backends.codegen.elemental_data import simple_reducer
 from backends.codegen.errors import CodegenUnsupported
-from backends.cpu.column_reduce import MEMBER_ELEMENTS
+from backends.cpu.column_reduce import FUSION_MEMBER_ELEMENTS, MEMBER_ELEMENTS
 from backends.cpu.dialect import C, SIMD_REDUCTIONS
 from hlo.annotations import COLUMN_REDUCE
 from hlo.ir import HloComputation, HloInstruction, HloModule
@@ -48,11 +49,20 @@ def is_column_reduce(module: HloModule, comp: HloComputation, inst: HloInstructi
     return op is not None and (op, C.compute(dtype)) in SIMD_REDUCTIONS
 
 
-def _member(inst: HloInstruction) -> bool:
-    """A reduce inside a fused computation, not its root, small and row-major enough for a local array."""
-    shape = inst.shape
-    return (isinstance(shape, Shape) and shape.num_elements <= MEMBER_ELEMENTS
-            and shape.layout in (None, Layout.default(shape.rank)))
+def _members(module: HloModule, comp: HloComputation) -> list[HloInstruction]:
+    """The column reduces of a fused computation other than its root whose results have a row-major layout
+    and, in instruction order, fit the local arrays' budget: at most ``MEMBER_ELEMENTS`` each and
+    ``FUSION_MEMBER_ELEMENTS`` together (the arrays live on the calling thread's stack)."""
+    out, total = [], 0
+    for inst in comp.instructions:
+        shape = inst.shape
+        if (inst is comp.root or not isinstance(shape, Shape) or shape.layout not in (None, Layout.default(shape.rank))
+                or not is_column_reduce(module, comp, inst)):
+            continue
+        if shape.num_elements <= MEMBER_ELEMENTS and total + shape.num_elements <= FUSION_MEMBER_ELEMENTS:
+            out.append(inst)
+            total += shape.num_elements
+    return out
 
 
 def _fused_computations(module: HloModule) -> set[str]:
@@ -69,7 +79,11 @@ class ColumnReductions:
         fused = _fused_computations(module)
 
         def decide(module: HloModule, comp: HloComputation) -> dict[str, object]:
-            candidates = [i for i in comp.instructions if comp.name not in fused or i is comp.root or _member(i)]
-            return {i.name: True for i in candidates if is_column_reduce(module, comp, i)}
+            if comp.name not in fused:
+                return {i.name: True for i in comp.instructions if is_column_reduce(module, comp, i)}
+            taken = _members(module, comp)
+            if is_column_reduce(module, comp, comp.root):
+                taken.append(comp.root)
+            return {i.name: True for i in taken}
 
         return annotate(module, COLUMN_REDUCE, decide)
