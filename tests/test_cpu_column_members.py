@@ -14,6 +14,7 @@ import pytest
 
 import hlo
 from backends.cpu import CodegenOptions, CompileOptions, compile as compile_module, pipeline
+from backends.cpu.column_reduce import column_parts
 from backends.cpu.column_reductions import ColumnReductions
 from backends.cpu.runtime import Kernel
 from hlo.annotations import COLUMN_REDUCE
@@ -108,7 +109,8 @@ def _check(exe, args) -> list[np.ndarray]:
 
 # (dims, parallel_threshold): the default threshold (the CNN's size runs in 16 parts) and a low one, so
 # that odd sizes take the parallel pass too.
-SIZES = [((32, 30, 30, 32), None), ((3, 5, 7, 129), 512), ((1, 1, 1, 17), 512), ((7, 1, 1, 1), 2), ((2, 3, 3, 40), None)]
+SIZES = [((32, 30, 30, 32), None), ((7, 9, 11, 129), 512), ((64, 16, 16, 1), 512), ((1, 1, 1, 17), 512),
+         ((7, 1, 1, 1), 2), ((2, 3, 3, 40), None)]
 
 
 def _compile(text: str, threshold, cache) -> object:
@@ -122,9 +124,9 @@ def test_a_bias_gradient_fused_with_its_update_streams_its_input(dims, threshold
     fused = exe.module.computation("f")
     assert [i.name for i in fused.instructions if i.attr(COLUMN_REDUCE)] == ["db", "mx"]
     assert exe.source.count("column reduction: the input is streamed once") == 1  # one pass for both
-    rows = int(np.prod(dims[:-1]))
-    if rows > 1 and (threshold or 1 << 15) <= rows * dims[-1] * 2:
-        assert "tfxla_parallel(" in exe.source
+    parts = column_parts(int(np.prod(dims[:-1])), dims[-1], 2, threshold or CodegenOptions().parallel_threshold)
+    assert parts == {(32, 30, 30, 32): 16, (7, 9, 11, 129): 10, (64, 16, 16, 1): 2}.get(dims, 1)
+    assert (f"tfxla_parallel({parts}, " in exe.source) == (parts > 1)
     rng = np.random.default_rng(0)
     c = dims[-1]
     args = [rng.standard_normal(c).astype(np.float32), rng.standard_normal(dims).astype(np.float32),
@@ -138,13 +140,15 @@ def test_a_bias_gradient_fused_with_its_update_streams_its_input(dims, threshold
     np.testing.assert_allclose(got[1], 0.9 * args[0] - 0.01 * db, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("dims, threshold", [((4, 12, 12, 24), None), ((3, 5, 7, 19), 512)])
+@pytest.mark.parametrize("dims, threshold", [((8, 12, 12, 24), 512), ((3, 5, 7, 19), 512)])
 def test_batchnorm_statistics_and_gradient_sums(dims, threshold, kernel_cache) -> None:  # noqa: F811
     exe = _compile(_text(BATCHNORM, dims), threshold, kernel_cache)
     fused = exe.module.computation("f")
     assert [i.name for i in fused.instructions if i.attr(COLUMN_REDUCE)] == ["sum", "ss", "sdy", "sdyx"]
     # sum, then (ss, sdy, sdyx) together: ss reads the mean, so it cannot share sum's pass.
     assert exe.source.count("column reduction: the input is streamed once") == 2
+    parts = column_parts(int(np.prod(dims[:-1])), dims[-1], 1, threshold)  # 3 for both passes, or serial
+    assert exe.source.count(f"tfxla_parallel({parts}, ") == (2 if parts > 1 else 0)
     rng = np.random.default_rng(1)
     args = [(rng.standard_normal(dims) * 2 + 1).astype(np.float32), rng.standard_normal(dims).astype(np.float32)]
     got = _check(exe, args)

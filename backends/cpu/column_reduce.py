@@ -41,7 +41,7 @@ from backends.codegen.elemental import ElementalEmitter
 from backends.codegen.elemental_data import simple_reducer
 from backends.codegen.layout import linear_index
 from backends.cpu.dialect import C
-from backends.cpu.parallel import REDUCTION_PART_MIN, REDUCTION_PARTS, Outliner, decode
+from backends.cpu.parallel import REDUCTION_PARTS, Outliner, decode
 from hlo.annotations import COLUMN_REDUCE
 from hlo.ir import HloInstruction
 from hlo.shapes import Layout, Shape
@@ -49,6 +49,8 @@ from hlo.shapes import Layout, Shape
 MEMBER_ELEMENTS = 16384  # result elements of a member reduce, held in a local array (stack)
 FUSION_MEMBER_ELEMENTS = 65536  # result elements of all the members of one fusion
 PART_ELEMENTS = 16384  # partials of one parallel pass (parts x members x result elements), in its context
+PART_ROWS = 8  # rows of a part, at least
+PART_MIN = 8192  # input elements of a part, at least
 
 STREAM_COMMENT = "/* column reduction: the input is streamed once, row by row, into the output */"
 
@@ -64,10 +66,12 @@ def _taken(em: ElementalEmitter, inst: HloInstruction) -> bool:
 
 
 def column_parts(rows: int, kept: int, members: int, threshold: int) -> int:
-    """How many parts the rows of a pass run in (1: serial): from the sizes only, never the thread count."""
+    """How many parts the rows of a pass run in (1: serial): from the sizes only, never the thread count.
+    A part gets at least ``PART_ROWS`` rows and ``PART_MIN`` elements (it also sets and hands back its
+    partials), and the partials of all parts fit ``PART_ELEMENTS``."""
     if rows * kept * members < threshold:
         return 1
-    parts = min(REDUCTION_PARTS, rows, max(2, rows * kept // REDUCTION_PART_MIN), PART_ELEMENTS // (kept * members))
+    parts = min(REDUCTION_PARTS, rows // PART_ROWS, rows * kept // PART_MIN, PART_ELEMENTS // (kept * members))
     return parts if parts >= 2 else 1
 
 
