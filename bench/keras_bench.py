@@ -1,6 +1,6 @@
 """Keras ``fit`` and ``predict`` through the Grappler hook against TF and XLA (issue 17's benchmark rows).
 
-    python -m bench.keras_bench [--rows mlp,small_cnn,mobilenet_v2] [--epochs 3] [--rounds 3]
+    python -m bench.keras_bench [--rows overhead,mlp,small_cnn,mobilenet_v2] [--epochs 3] [--rounds 3]
 
 Each engine runs in a process of its own (the hook is process-wide; XLA keeps compiled steps), all with
 the same seeded model, data and optimizer (SGD with momentum), in interleaved rounds:
@@ -9,6 +9,12 @@ the same seeded model, data and optimizer (SGD with momentum), in interleaved ro
 * ``xla``: ``model.compile(jit_compile=True)`` without the hook, TF's XLA;
 * ``ours``: ``tfxla_plugin.enable()`` before the model is built, then ``jit_compile=False`` (the hook
   compiles Keras's steps; with ``jit_compile=True`` it would take them from XLA the same way).
+
+``overhead`` is the 10-way head alone (one ``Dense(10)`` on 4 features), batch 8: its step computes
+next to nothing, so its ``fit_step_ms`` is what Keras's step costs each engine around the compiled work
+(the tf.function call, the iterator, the callbacks, variable reads and assigns). Subtract it from a
+row's ``fit_step_ms`` before comparing that with a step timed directly (as ``bench.function_bench``'s
+"MLP train step", which is also plain SGD, not SGD with momentum as here).
 
 ``mobilenet_v2`` is ``keras.applications.MobileNetV2(alpha=0.35, weights=None, include_top=False)`` at
 96x96 with global average pooling and a 10-way head (``MOBILENET_ALPHA``): BatchNormalization (training
@@ -40,6 +46,7 @@ import sys
 import textwrap
 
 ROWS = {  # name: (input shape, batch, samples)
+    "overhead": ((4,), 8, 2048),
     "mlp": ((784,), 64, 2048),
     "small_cnn": ((32, 32, 3), 32, 512),
     "mobilenet_v2": ((96, 96, 3), 32, 128),
@@ -58,7 +65,9 @@ CHILD = textwrap.dedent("""
         tfxla_plugin.enable()
     keras.utils.set_random_seed(0)
     inputs = keras.Input(tuple(shape))
-    if row == "mlp":
+    if row == "overhead":
+        h = inputs
+    elif row == "mlp":
         h = keras.layers.Dense(512, activation="relu")(inputs)
         h = keras.layers.Dense(512, activation="relu")(h)
     elif row == "small_cnn":
