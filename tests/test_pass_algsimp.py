@@ -226,6 +226,13 @@ CASES = [
     ("reshape_scalar_broadcast", "x: f32[]", """
         %b = f32[2,3] broadcast(%x), dimensions={}
         ROOT %r = f32[6] reshape(%b)""", "", "broadcast(x){dimensions={}}"),
+    ("reshape_unit_broadcast", "x: f32[48]", """
+        %a = f32[1,1,1,48] reshape(%x)
+        %b = f32[4,1,3,1,5,1,1,48] broadcast(%a), dimensions={1,3,5,7}
+        ROOT %r = f32[4,3,5,48] reshape(%b)""", "", "broadcast(x){dimensions={3}}"),
+    ("reshape_unit_broadcast", "x: f32[3,1]", """
+        %b = f32[2,3,1] broadcast(%x), dimensions={1,2}
+        ROOT %r = f32[1,2,3] reshape(%b)""", "", "broadcast(reshape(x)){dimensions={2}}"),
     ("transpose_identity", "x: f32[2,3]", "ROOT %r = f32[2,3] transpose(%x), dimensions={0,1}", "", "x"),
     ("transpose_transpose", "x: f32[2,3,4]", """
         %t = f32[3,4,2] transpose(%x), dimensions={1,2,0}
@@ -384,6 +391,9 @@ KEPT = [
      "ROOT %r = f32[3,4] dot(%x, %y), lhs_contracting_dims={1}, rhs_contracting_dims={0}", ""),
     ("dynamic-slice with a parameter start", "x: f32[5], i: s32[]",
      "ROOT %r = f32[2] dynamic-slice(%x, %i), dynamic_slice_sizes={2}", ""),
+    ("reshape(broadcast) merging two dims larger than 1", "x: f32[3]", """
+        %b = f32[2,3] broadcast(%x), dimensions={1}
+        ROOT %r = f32[6] reshape(%b)""", ""),
 ]
 
 

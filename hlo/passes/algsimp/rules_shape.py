@@ -73,6 +73,35 @@ def reshape_scalar_broadcast(ctx: RewriteContext, inst: HloInstruction) -> Repla
     return ctx.new(Opcode.BROADCAST, inst.shape, [scalar], {"dimensions": ()})
 
 
+@rule(Opcode.RESHAPE)
+def reshape_unit_broadcast(ctx: RewriteContext, inst: HloInstruction) -> Replacement:
+    """reshape(broadcast(x)) where the reshape only drops or inserts size-1 dims -> broadcast(x') into
+    the reshape's dims (x' is x without its size-1 dims). Tile's lowering makes these: broadcast
+    [48] -> [32,1,48,1,48,1,1,48], reshape -> [32,48,48,48], which is broadcast [48] with dims={3}, where
+    the reshape would cost a division per element."""
+    inner = ctx.operand(inst)
+    if inner.opcode is not Opcode.BROADCAST or not isinstance(inst.shape, Shape) or not isinstance(inner.shape, Shape):
+        return None
+    x = ctx.operand(inner)
+    if not isinstance(x.shape, Shape) or x.shape.rank == 0:
+        return None  # reshape_scalar_broadcast's case
+    src, out = inner.shape.dims, inst.shape.dims
+    big_src = [k for k, n in enumerate(src) if n != 1]
+    big_out = [k for k, n in enumerate(out) if n != 1]
+    if [src[k] for k in big_src] != [out[k] for k in big_out]:
+        return None
+    to_out = dict(zip(big_src, big_out))  # each broadcast dim larger than 1 -> its place in the result
+    bdims = inner.attr("dimensions", ())
+    keep = [j for j, d in enumerate(bdims) if src[d] != 1]  # x's dims of size 1 go
+    dims = tuple(to_out[bdims[j]] for j in keep)
+    if list(dims) != sorted(dims):
+        return None
+    operand: HloInstruction | str = x.name
+    if len(keep) < x.shape.rank:
+        operand = ctx.reshape(x, Shape(x.shape.dtype, tuple(x.shape.dims[j] for j in keep)))
+    return ctx.new(Opcode.BROADCAST, inst.shape, [operand], {"dimensions": dims})
+
+
 # --- transpose ------------------------------------------------------------------------
 
 
