@@ -23,6 +23,7 @@ import pytest
 import tensorflow as tf
 
 import tfxla_plugin
+from tfxla_plugin.cluster_compiler import source_header
 from backends.cuda.codegen import generate
 from backends.cuda.compiler import NvccNotFound
 from backends.cuda.host_emulator import compile_emulated_launcher
@@ -88,7 +89,7 @@ def test_function_on_cuda_launches_cuda_kernels_and_says_so(tmp_path, monkeypatc
     assert json.loads(f.explain(x, w, format="json"))["clusters"][0]["backend"] == "cuda"
     assert not [m for m in sys.modules if m.startswith("pycuda")]  # the launcher path never needs PyCUDA
     (dumped,) = tmp_path.glob("module_*.cu")
-    assert dumped.read_text() == source and "host program:" in next(tmp_path.glob("*buffer-assignment.txt")).read_text()
+    assert dumped.read_text() == source_header("cluster_0", cluster.optimized) + source and "host program:" in next(tmp_path.glob("*buffer-assignment.txt")).read_text()
 
 
 @needs_no_gpu
