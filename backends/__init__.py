@@ -114,6 +114,9 @@ class BackendBase:
     source_suffix = ""
     source_language = ""
     pipeline_module = ""  # e.g. "backends.cpu.pipeline"
+    # symbolic dims (tfxla_plugin/symbolic_dims.py): a module with PROBE_DISABLED, generate_probe and
+    # compile_source (backends/cpu/symbolic_kernels.py), or None where the backend generates none
+    symbolic = None
 
     def check(self) -> None:
         return None

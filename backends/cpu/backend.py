@@ -39,6 +39,12 @@ class CpuBackend(BackendBase):
     source_language = "c"
     pipeline_module = "backends.cpu.pipeline"
 
+    @property
+    def symbolic(self):
+        """Symbolic dims' probe generation and compile (``backends/cpu/symbolic_kernels.py``)."""
+        from backends.cpu import symbolic_kernels
+        return symbolic_kernels
+
     def compile(self, module: HloModule, options: CompileOptions | None = None) -> Executable:
         import backends.cpu as cpu
 
