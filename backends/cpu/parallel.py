@@ -210,7 +210,7 @@ def emit_nest(out: IndentedBuffer, outliner: Outliner, loops: Sequence[tuple[str
     register allocation and global CSE/PRE grow faster than linearly with a function's size, and one
     function holding every nest of a large model was most of its compile (DenseNet121 96x96: gcc 22 CPU-s,
     15 with its nests outlined)."""
-    serial = outline and not split
+    serial = outline and not split and bool(loops)  # a scalar (no loop) stays inline: nothing to outline
     wanted = split or serial
     captures = outliner.captures(body.getvalue(), declared, mark, {v for v, _ in loops}) if wanted else None
     if captures is None:
