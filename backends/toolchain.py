@@ -51,11 +51,7 @@ class CompilerOptions:
     # -fno-tree-slp-vectorize: GCC 12.2's SLP vectorizer miscompiled generated kernels twice (dropped the
     # rounding in (float)(_Float16)x; zeroed the last row of a small 2-D f64 convert/subtract loop nest).
     # The loop vectorizer, which does the work in our loop nests, is kept.
-    # -fno-trapping-math: kernels never read the floating-point exception flags (nor does TF), so GCC may
-    # if-convert a compare/select chain (ReLU6 and its gradient's mask, clamps) and vectorize its loop;
-    # with trapping math it keeps such a loop scalar with branches ("control flow in loop"): a
-    # MobileNetV2 BatchNorm-gradient column pass measured 17 -> 1 ms CPU, bitwise-identical results.
-    opt_flags: tuple[str, ...] = ("-O3", "-fno-tree-slp-vectorize", "-fno-trapping-math")
+    opt_flags: tuple[str, ...] = ("-O3", "-fno-tree-slp-vectorize")
     # -mno-avx512fp16: GCC 12's SLP vectorizer drops the rounding in (float)(_Float16)x with AVX512-FP16.
     # -mprefer-vector-width=512: GCC defaults to 256-bit vectors here; 512 measured 1.25x faster on gelu.
     target_flags: tuple[str, ...] = ("-march=native", "-mno-avx512fp16", "-mprefer-vector-width=512")
