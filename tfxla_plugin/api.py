@@ -219,6 +219,7 @@ class CompiledFunction(polymorphic_function.Function):
         self._cache: OrderedDict[tuple, CompiledGraph] = OrderedDict()  # shape specializations, in compile order
         self._over_limit_warned = False  # past --max_specializations: warned once
         self._apart_logged = False  # _symbols_agree logged its INFO line
+        self._unknown_dims: tuple[tuple[int, int], ...] | None = None  # _symbols_agree's, found once
         self._seen: dict[tuple, int] = {}  # shape key -> eager calls run by symbolic kernels (``_specialized``)
         # The one compilation for every shape the input_signature accepts (batch tiles or symbolic dims).
         # None: not tried yet; False: per-shape kernels instead (or no None dim in input_signature)
@@ -348,14 +349,15 @@ class CompiledFunction(polymorphic_function.Function):
         """Whether this call's inputs agree on every symbol of the symbolic kernels: a symbol is a dim
         position, shared by every input whose input_signature leaves that dim None (``symbolic_dims``).
         Logged once when they do not (the call is compiled for its shapes)."""
-        specs = tf.nest.flatten(self._options.input_signature, expand_composites=True)
+        if self._unknown_dims is None:  # (input, dim position) of every None dim: found once, not per call
+            specs = tf.nest.flatten(self._options.input_signature, expand_composites=True)
+            self._unknown_dims = tuple((k, j) for k, spec in enumerate(specs) if isinstance(spec, tf.TensorSpec)
+                                       for j, d in enumerate(spec.shape.as_list()) if d is None)
         seen: dict[int, set] = {}
-        for spec, x in zip(specs, tensors):
-            dims = spec.shape.as_list() if isinstance(spec, tf.TensorSpec) else []
-            for j, d in enumerate(dims):
-                got = x.shape[j]  # None for a graph tensor of unknown dim: nothing to compare
-                if d is None and got is not None:
-                    seen.setdefault(j, set()).add(int(got))
+        for k, j in self._unknown_dims:
+            got = tensors[k].shape[j]  # None for a graph tensor of unknown dim: nothing to compare
+            if got is not None:
+                seen.setdefault(j, set()).add(int(got))
         apart = sorted(j for j, values in seen.items() if len(values) > 1)
         if apart and not self._apart_logged:
             self._apart_logged = True
