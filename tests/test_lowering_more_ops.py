@@ -7,11 +7,16 @@ stated), then all of them in one function compiled for the CPU; errors with TF's
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import hlo
 import tfxla_plugin
+from backends.cpu.codegen import generate
+from backends.cpu.pipeline import prepare
 from hlo.lowering.errors import LoweringError
 from tests.lowering_harness import check_lowering, lower_fn
 
@@ -132,21 +137,34 @@ def _spd(*batch: int, n: int) -> np.ndarray:
     return (m @ np.swapaxes(m, -1, -2) + n * np.eye(n, dtype=np.float32)).astype(np.float32)
 
 
-@pytest.mark.parametrize("batch,n", [((), 1), ((), 4), ((2,), 5), ((2, 1), 3)])
+def _well_conditioned(*batch: int, n: int) -> np.ndarray:
+    """Random entries of size ~1/sqrt(n) around 2I: both triangles' solves stay well conditioned at 64x64."""
+    return (_f32(*batch, n, n) / np.sqrt(n) + 2 * np.eye(n, dtype=np.float32)).astype(np.float32)
+
+
+# Tolerances against TF's Eigen/LAPACK kernels (a different summation order): float32 rtol 1e-4 at 64x64
+# (1e-5 up to 8x8), float64 the harness's 1e-12.
+_F32_TOL = {3: 1e-5, 8: 1e-5, 64: 1e-4}
+
+
+@pytest.mark.parametrize("batch,n", [((), 1), ((), 3), ((2,), 8), ((2, 1), 3), ((), 64), ((2,), 64)])
 def test_cholesky(batch, n: int) -> None:
     a = _spd(*batch, n=n)
     a[..., 0, -1] = 1e6  # the upper triangle is never read
-    check_lowering(tf.linalg.cholesky, a, rtol=1e-5, atol=1e-5)
+    tol = _F32_TOL.get(n, 1e-5)
+    check_lowering(tf.linalg.cholesky, a, rtol=tol, atol=tol)
     check_lowering(tf.linalg.cholesky, a.astype(np.float64))
 
 
+@pytest.mark.parametrize("n", [3, 8, 64])
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("adjoint", [False, True])
-def test_matrix_triangular_solve(lower: bool, adjoint: bool) -> None:
-    a = _f32(2, 4, 4) + 4 * np.eye(4, dtype=np.float32)
-    rhs = _f32(3, 2, 4, 3)  # batch dims broadcast
+def test_matrix_triangular_solve(n: int, lower: bool, adjoint: bool) -> None:
+    a = _well_conditioned(2, n=n)
+    a[:, -1, 0], a[:, 0, -1] = 1e6, -1e6  # the other triangle is never read
+    rhs = _f32(3, 2, n, 3)  # batch dims broadcast
     fn = lambda x, y: tf.linalg.triangular_solve(x, y, lower=lower, adjoint=adjoint)  # noqa: E731
-    check_lowering(fn, a, rhs, rtol=1e-5, atol=1e-5)
+    check_lowering(fn, a, rhs, rtol=_F32_TOL[n], atol=_F32_TOL[n])
     check_lowering(fn, a.astype(np.float64), rhs.astype(np.float64))
 
 
@@ -164,14 +182,56 @@ def test_matrix_solve_and_inverse_pivot(adjoint: bool) -> None:
     check_lowering(inverse, a[1:, :1, :1].astype(np.float64))  # 1x1
 
 
-def test_linear_algebra_compiled_and_size_limit() -> None:
-    a, rhs = _spd(2, n=3), _f32(2, 3, 2)  # small: gcc takes minutes over the unrolled 5x5 forms
-    def fn(x, y):  # Cholesky, two triangular solves, a pivoted solve and an inverse
-        return tf.linalg.cholesky_solve(tf.linalg.cholesky(x), y), tf.linalg.solve(x, y), tf.linalg.inv(x)
-    for got, want in zip(tfxla_plugin.function(fn, jit_compile=True)(a, rhs), fn(a, rhs)):
-        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
-    with pytest.raises(LoweringError, match="Cholesky of 65x65 matrices is not supported: it is unrolled"):
-        lower_fn(tf.linalg.cholesky, _spd(n=65))
+@pytest.mark.parametrize("n", [3, 8, 64])
+def test_matrix_solve_and_inverse_sizes(n: int) -> None:
+    a, rhs = _well_conditioned(2, n=n), _f32(2, n, 2)
+    a[:, 0, 0] = 0.0  # row 0 cannot be the first pivot
+    for adjoint in (False, True):
+        solve = lambda x, y: tf.linalg.solve(x, y, adjoint=adjoint)  # noqa: E731
+        check_lowering(solve, a, rhs, rtol=10 * _F32_TOL[n], atol=10 * _F32_TOL[n])
+        check_lowering(solve, a.astype(np.float64), rhs.astype(np.float64), rtol=1e-10, atol=1e-12)
+    check_lowering(tf.linalg.inv, a, rtol=10 * _F32_TOL[n], atol=10 * _F32_TOL[n])
+    check_lowering(tf.linalg.inv, a.astype(np.float64), rtol=1e-10, atol=1e-12)
+
+
+def test_singular_and_not_positive_definite_give_nan_or_inf() -> None:
+    """XLA's behaviour (TF's kernels raise): a non-PD Cholesky is NaN from the failing column on, the
+    solve of a singular matrix and a zero-diagonal triangular solve are not finite."""
+    a = np.diag([4.0, -1.0, 9.0]).astype(np.float32)
+    got = hlo.evaluate(lower_fn(tf.linalg.cholesky, a), a)[0]
+    np.testing.assert_array_equal(got[0], [2, 0, 0])
+    assert np.isnan(got[1:, 1]).all() and np.isnan(got[2, 1:]).all() and got[1:, 0].tolist() == [0, 0]
+    singular, rhs = np.ones((3, 3), np.float32), _f32(3, 1)
+    assert not np.isfinite(hlo.evaluate(lower_fn(tf.linalg.solve, singular, rhs), singular, rhs)[0]).all()
+    tri = np.tril(np.ones((3, 3), np.float32)) - np.diag([0.0, 1.0, 0.0]).astype(np.float32)
+    assert not np.isfinite(hlo.evaluate(lower_fn(tf.linalg.triangular_solve, tri, rhs), tri, rhs)[0][1:]).any()
+
+
+def _linalg(x, y, x64, y64):
+    """Cholesky, four triangular solves (both triangles, adjoint), a pivoted solve and an inverse."""
+    chol = tf.linalg.cholesky(x)
+    return (tf.linalg.cholesky_solve(chol, y), tf.linalg.triangular_solve(chol, y, lower=True, adjoint=True),
+            tf.linalg.solve(x, y), tf.linalg.inv(x64), tf.linalg.solve(x64, y64, adjoint=True),
+            tf.linalg.triangular_solve(x64, y64, lower=False))
+
+
+def test_linear_algebra_compiled_at_64_and_the_code_does_not_grow() -> None:
+    """The ops are loops (one HLO while each): 64x64 compiles as fast as 3x3 and matches TF; the generated C
+    at 8x8 and at 64x64 is the same text but for the numbers in it."""
+    n = 64
+    a, rhs = _spd(2, n=n) / n, _f32(2, n, 2)
+    w, w_rhs = _well_conditioned(2, n=n).astype(np.float64), rhs.astype(np.float64)
+    got = tfxla_plugin.function(_linalg, jit_compile=True)(a, rhs, w, w_rhs)
+    for i, (g, want) in enumerate(zip(got, _linalg(a, rhs, w, w_rhs))):
+        tol = 1e-4 if want.dtype == tf.float32 else 1e-10
+        np.testing.assert_allclose(g.numpy(), want.numpy(), rtol=tol, atol=tol, err_msg=f"result {i}")
+    sources = {}
+    for size in (8, 64):
+        args = (_spd(2, n=size), _f32(2, size, 2), _spd(2, n=size).astype(np.float64), _f32(2, size, 2).astype(np.float64))
+        source = generate(prepare(lower_fn(_linalg, *args))).source
+        sources[size] = (len(source), re.sub(r"\d+", "0", source))
+    assert sources[8][1] == sources[64][1], "the C differs beyond its numbers between 8x8 and 64x64"
+    assert sources[64][0] < 1.02 * sources[8][0], sources
 
 
 @pytest.mark.parametrize("ksize,strides,padding", [(2, 2, "VALID"), (3, 2, "SAME"), (3, 1, "SAME")])
