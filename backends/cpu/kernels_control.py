@@ -1,12 +1,14 @@
 """Top-level kernels for control flow: while, conditional and call.
 
 Each runs other computations through their C functions (see codegen). A while
-loop keeps its state in the while's own result buffers: the condition reads
-them, the body writes a fresh copy that is copied back, so the body never
-reads what it is writing; except the elements buffer assignment lets the body
+loop keeps its state in the while's own result buffers and one more buffer per
+element: the body reads the state from one and writes the next state into the
+other, so it never reads what it is writing, and the two pointers swap after
+each iteration (nothing is copied per iteration; once after the loop when the
+state ended in the second buffer). The elements buffer assignment lets the body
 update in place (``loop_state_aliases``: passed through, or a dynamic-update-slice
-after which nothing reads the old value), which are the body's parameter and
-result buffer at once, and are neither allocated again nor copied back.
+after which nothing reads the old value) are the body's parameter and result
+buffer at once, and are neither allocated again nor copied.
 """
 
 from __future__ import annotations
@@ -39,11 +41,28 @@ def _while(em: ComputationEmitter, inst: HloInstruction, target: Value) -> None:
                              for k, (t, s) in enumerate(zip(target, inst.shape.elements)))
     else:
         fresh = em.alloc_value(inst.shape, f"{inst.name}#next")
-    with em.buf.block("for (;;)"):
-        em.emit_call(inst.attr("condition").name, [target], pred)
-        em.buf.line(f"if (!{pred.ptr}[0]) break;")
-        em.emit_call(body, [target], fresh)
-        _copy_value(em, target, fresh)
+    # The other elements ping-pong: the body reads the state from one buffer and writes the next into the
+    # other, and the two pointers swap after each iteration (no copy per iteration); after the loop, the
+    # state is copied into the while's result when it ended in the second buffer.
+    pairs = [(t, f) for t, f in zip(leaves(target), leaves(fresh)) if t.ptr != f.ptr and t.shape.num_elements]
+    names = [(em.names.fresh("cur"), em.names.fresh("nxt")) for _ in pairs]
+    with em.buf.block(""):
+        for (t, f), (cur, nxt) in zip(pairs, names):
+            em.buf.line(f"void* {cur} = (void*)({t.ptr});")
+            em.buf.line(f"void* {nxt} = (void*)({f.ptr});")
+        rename = {t.ptr: Buf(cur, t.shape) for (t, _), (cur, _) in zip(pairs, names)}
+        rename.update({f.ptr: Buf(nxt, f.shape) for (_, f), (_, nxt) in zip(pairs, names)})
+        state = [rename.get(b.ptr, b) for b in leaves(target)]
+        results = [rename.get(b.ptr, b) for b in leaves(fresh)]
+        with em.buf.block("for (;;)"):
+            em.emit_call(inst.attr("condition").name, [tuple(state)], pred)
+            em.buf.line(f"if (!{pred.ptr}[0]) break;")
+            em.emit_call(body, [tuple(state)], tuple(results))
+            for cur, nxt in names:
+                em.buf.line(f"{{ void* const swap_ = {cur}; {cur} = {nxt}; {nxt} = swap_; }}")
+        for (t, _), (cur, _) in zip(pairs, names):
+            with em.buf.block(f"if ({cur} != (void*)({t.ptr}))"):
+                em.emit_copy(t, Buf(cur, t.shape))
 
 
 @top_level(Opcode.CONDITIONAL)
