@@ -160,7 +160,7 @@ def _dynamic_slice(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> Va
     src = em.operand_shape(inst, 0)
     if len(inst.operands) != 1 + src.rank:
         raise CodegenUnsupported(f"%{inst.name}: dynamic-slice with a start-index vector")
-    starts = _clamped_starts(em, inst, 1, array_shape(inst).dims, src.dims)
+    starts = slice_starts(em, inst)
     return em.operand(inst, 0, tuple(f"({s} + {i})" for s, i in zip(starts, idx)))
 
 
@@ -185,6 +185,11 @@ def _dynamic_update_slice(em: ElementalEmitter, inst: HloInstruction, idx: Index
 def update_starts(em: ElementalEmitter, inst: HloInstruction) -> list[str]:
     """A dynamic-update-slice's start indices, clamped as XLA clamps them (the update lies inside)."""
     return _clamped_starts(em, inst, 2, em.operand_shape(inst, 1).dims, array_shape(inst).dims)
+
+
+def slice_starts(em: ElementalEmitter, inst: HloInstruction) -> list[str]:
+    """A dynamic-slice's start indices, clamped as XLA clamps them (the slice lies inside its operand)."""
+    return _clamped_starts(em, inst, 1, array_shape(inst).dims, em.operand_shape(inst, 0).dims)
 
 
 def update_element(em: ElementalEmitter, inst: HloInstruction, idx: Index) -> tuple[tuple[str, ...], Value]:

@@ -38,7 +38,7 @@ from backends.codegen.values import Buf
 from backends.cpu.column_reduce import column_members, column_reduce
 from backends.cpu.concat_parts import emit_concat_parts
 from backends.cpu.dialect import C
-from backends.cpu.dynamic_update import emit_in_place_update
+from backends.cpu.dynamic_update import emit_in_place_update, emit_slice_copy
 from backends.cpu.index_check import emit_index_checks, emit_scatter_check
 from backends.cpu.row_program import emit_row_group, row_groups
 from backends.cpu.parallel import Outliner, emit_nest, emit_split_reduction, inner_work, parallel_loops
@@ -349,6 +349,8 @@ class ComputationEmitter(ComputationEmitterBase):
         if 0 in dims:
             return
         if len(outs) == 1 and emit_in_place_update(self, inst, outs[0], readers, checked):
+            return
+        if len(outs) == 1 and emit_slice_copy(self, inst, outs[0], readers, checked):
             return
         if len(outs) == 1 and emit_concat_parts(self, inst, outs[0], readers, checked):
             return

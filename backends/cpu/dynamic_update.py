@@ -8,6 +8,12 @@ into the result first unless the two are the same buffer (checked at run time: a
 parameter and result are the same buffer exactly when its caller aliases them), then writes the update:
 one ``memcpy`` when the update is a buffer's bytes (a fused parameter or an operand, through views)
 landing on one contiguous run of the result, else one loop nest over the update's elements.
+
+The reverse, ``emit_slice_copy``: a dynamic-slice (or a loop fusion whose root is one, through views) of
+a buffer whose slice is one contiguous run of it, as a TensorList read in a loop is (``[1, 256, 1024]`` of
+``[64, 256, 1024]``: an LSTM's recurrent weights per step), is one ``memcpy`` from the clamped start; the
+elemental loop nest copied it element by element with the start clamp and index arithmetic inside, and
+did not vectorize.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import math
 
 from backends.codegen.buffer_assignment import in_place_update, is_view
 from backends.codegen.elemental import ElementalEmitter
-from backends.codegen.elemental_data import update_element, update_starts
+from backends.codegen.elemental_data import slice_starts, update_element, update_starts
 from backends.codegen.layout import linear_index
 from backends.codegen.values import Buf
 from backends.cpu.dialect import C
@@ -96,5 +102,61 @@ def _copied_update(em, inst: HloInstruction, comp: HloComputation, dus: HloInstr
     update = comp[dus.operands[1]].shape
     if not isinstance(value, Buf) or not _row_major(value.shape) or not _row_major(update) or \
             value.shape.dtype != update.dtype or value.shape.num_elements != update.num_elements:
+        return None
+    return value
+
+
+def emit_slice_copy(em, inst: HloInstruction, target, readers, checked: frozenset[str]) -> bool:
+    """Emit ``inst`` as one ``memcpy`` when it is a dynamic-slice of a buffer (an operand, or a fused
+    parameter through views), seen through views from the fusion's root, that is one contiguous run
+    wherever it starts; False, having written nothing, otherwise."""
+    if not isinstance(target, Buf) or not _row_major(target.shape):
+        return False
+    module = em.gen.module
+    if inst.opcode is Opcode.FUSION:
+        comp = module.computation(inst.attr("calls").name)
+        name = comp.root_name
+        while is_view(comp, comp[name]):
+            name = comp[name].operands[0]
+        ds = comp[name]
+        emitter = ElementalEmitter(C, module, comp, readers, em.buf, em.names, em.gen.constant_ref)
+    elif inst.opcode is Opcode.DYNAMIC_SLICE:
+        comp, ds = em.comp, inst
+        emitter = ElementalEmitter(C, module, comp, [], em.buf, em.names, em.gen.constant_ref,
+                                   external=dict(zip(inst.operands, readers)))
+    else:
+        return False
+    if ds.opcode is not Opcode.DYNAMIC_SLICE:
+        return False
+    operand, sliced = comp[ds.operands[0]].shape, ds.shape
+    source = _viewed_buffer(em, inst, comp, ds.operands[0])
+    if source is None or not (isinstance(operand, Shape) and isinstance(sliced, Shape)) or \
+            len(ds.operands) != 1 + operand.rank or not _row_major(operand) or not _row_major(sliced) or \
+            sliced.dtype != target.shape.dtype or sliced.num_elements != target.shape.num_elements or \
+            not _contiguous(operand, sliced.dims):
+        return False
+    emitter.index_checked = checked
+    if not sliced.num_elements:
+        return True
+    with em.buf.block(""):
+        offset = linear_index(operand, tuple(slice_starts(emitter, ds)))
+        em.buf.line(f"memcpy({target.ptr}, {source.ptr} + ({offset}), {target.shape.byte_size});")
+    return True
+
+
+def _viewed_buffer(em, inst: HloInstruction, comp: HloComputation, name: str) -> Buf | None:
+    """The row-major buffer holding value ``name``'s bytes in its order (an operand of ``inst``, or for a
+    fusion a fused parameter seen through views), else None."""
+    if inst.opcode is Opcode.FUSION:
+        while comp[name].opcode is not Opcode.PARAMETER:
+            if not is_view(comp, comp[name]):
+                return None
+            name = comp[name].operands[0]
+        value = em.value(inst.operands[comp[name].parameter_number])
+    else:
+        value = em.value(name)
+    shape = comp[name].shape
+    if not isinstance(value, Buf) or not isinstance(shape, Shape) or not _row_major(value.shape) or \
+            value.shape.dtype != shape.dtype or value.shape.num_elements != shape.num_elements:
         return None
     return value
