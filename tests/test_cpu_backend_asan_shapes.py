@@ -39,7 +39,7 @@ def _pad_dim(n: int, low: int, high: int, interior: int) -> int:
 
 def _computations(a: int, b: int) -> str:
     """Called computations (names end in ``_c``; template names are prefixed, these are not)."""
-    ab, b2 = f"f32[{a},{b}]", 2 * b
+    ab, a2 = f"f32[{a},{b}]", 2 * a
     return f"""
 %add_c (x: f32[], y: f32[]) -> f32[] {{
   %x = f32[] parameter(0)
@@ -97,12 +97,12 @@ def _computations(a: int, b: int) -> str:
   %s = f32[{a}] reduce(%e, %z), dimensions={{1}}, to_apply=%add_c
   ROOT %t = ({ab}, f32[{a}]) tuple(%e, %s)
 }}
-%fused_cat_c (x: {ab}, y: {ab}) -> f32[{a},{b2}] {{
+%fused_cat_c (x: {ab}, y: {ab}) -> f32[{a2},{b}] {{
   %x = {ab} parameter(0)
   %y = {ab} parameter(1)
   %e = {ab} exponential(%x)
   %n = {ab} negate(%y)
-  ROOT %c = f32[{a},{b2}] concatenate(%e, %n), dimensions={{1}}
+  ROOT %c = f32[{a2},{b}] concatenate(%e, %n), dimensions={{0}}
 }}
 %cond_c (t: (s32[], {ab})) -> pred[] {{
   %t = (s32[], {ab}) parameter(0)
@@ -236,7 +236,7 @@ TEMPLATES: dict[Opcode, Template] = {
     O.FUSION: lambda a, b: ([f"x: f32[{a},{b}]", f"y: f32[{b}]"], [
         f"%f = (f32[{a},{b}], f32[{a}]) fusion(%x, %y), kind=kLoop, calls=%fused_c",
         f"%r = f32[{a},{b}] get-tuple-element(%f), index=0", f"%s = f32[{a}] get-tuple-element(%f), index=1",
-        f"%u = f32[{a},{2 * b}] fusion(%x, %r), kind=kLoop, calls=%fused_cat_c"],  # a concatenate root: per part
+        f"%u = f32[{2 * a},{b}] fusion(%x, %r), kind=kLoop, calls=%fused_cat_c"],  # a concatenate root: per part
         ["r", "s", "u"]),
     O.WHILE: lambda a, b: ([f"x: f32[{a},{b}]"], [
         "%z = s32[] constant(0)", f"%t = (s32[], f32[{a},{b}]) tuple(%z, %x)",

@@ -5,9 +5,10 @@ clamped index and picks one with a select chain (branch-free on purpose: GCC mis
 so a fused concatenate of four expensive operands costs four times their work per output element and its
 clamped indices keep the loop from vectorizing. An LSTM's backward step concatenates its four gate
 gradients (``[32, 4 * 256]``, each reading several stacked time-step lists): 22% of the train step went
-there. When the concatenate is the fusion's root, its result is written part by part instead: operand
-``k``'s nest runs over the operand's own dims and stores at the axis offset ``start_k``, reading only
-that operand, with no select and no clamp (each nest is parallelized on its own, as any loop nest).
+there. When the concatenate is the fusion's root and each part writes runs of at least ``MIN_RUN``
+elements, its result is written part by part instead: operand ``k``'s nest runs over the operand's own
+dims and stores at the axis offset ``start_k``, reading only that operand, with no select and no clamp
+(each nest is parallelized on its own, as any loop nest).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
     from backends.cpu.computation import ComputationEmitter
 
 _NOT_SPLIT = frozenset({Opcode.REDUCE, Opcode.REDUCE_WINDOW}) | Group.CONTRACTIONS  # kept in one nest
+# Elements each part writes contiguously (its size on the axis times the dims after it) for the split to
+# pay: narrower parts (a stack of [..., 1] slices, a reflect pad's few columns) would each make a strided
+# pass over the output where the one nest writes it once, in order.
+MIN_RUN = 16
 
 
 def emit_concat_parts(em: ComputationEmitter, inst: HloInstruction, out: Buf, readers: list, checked) -> bool:
@@ -41,10 +46,12 @@ def emit_concat_parts(em: ComputationEmitter, inst: HloInstruction, out: Buf, re
     (axis,) = root.attr("dimensions")
     parts, start = [], 0
     for name in root.operands:
-        size = array_shape(fused[name]).dims[axis]
-        if size:
+        dims = array_shape(fused[name]).dims
+        if dims[axis]:
+            if math.prod(dims[axis:]) < MIN_RUN:
+                return False
             parts.append((name, start))
-        start += size
+        start += dims[axis]
     if len(parts) < 2:
         return False
     threshold = em.gen.options.parallel_threshold
