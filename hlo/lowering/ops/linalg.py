@@ -4,7 +4,10 @@ CPU kernels' float32/float64), each as one HLO ``while`` over the matrix rows or
 (``_loop_util.fori_loop``), the way XLA's CholeskyExpander and TriangularSolveExpander emit them: the
 module and the generated code are the same size for any matrix size (the unrolled form grew with its
 square and gcc's time with it). Step ``j`` reads its row or column with a dynamic slice, masks by
-comparing an iota with ``j``, and writes its result with a dynamic-update-slice.
+comparing an iota with ``j``, and writes its result with a dynamic-update-slice. A loop in HLO rather
+than a dedicated CPU loop nest: every backend (CUDA too) and the evaluator run it as it is, the CPU's
+while, dynamic-slice and in-place update kernels already make it cheap, and no new kernel needs its own
+tests; the steps are unblocked (O(n^2) work each, O(n^3) in all, like the unrolled form).
 
 - Cholesky(A [..., n, n]): the lower factor ``L`` (zeros at first) column by column, reading only A's
   lower triangle: ``s = A[:, j] - L L[j, :]`` (L's columns ``>= j`` are still zero), ``L[j, j] =
