@@ -65,6 +65,11 @@ def optimize(graph: bytes, preserve: Sequence[str], name: str = "") -> bytes | N
         _local.busy = False
 
 
+def at_work() -> bool:
+    """Whether this thread is inside ``optimize`` (the compiler's own TF calls come back here)."""
+    return getattr(_local, "busy", False)
+
+
 def graph_digest(graph_def) -> str:
     """sha256 of the graph's nodes as a set (Grappler reorders them between iterations) and versions."""
     h = hashlib.sha256(graph_def.versions.SerializeToString(deterministic=True))
@@ -234,4 +239,4 @@ def _log_rewrite(graph_def, result, seconds: float) -> None:
              data["nodes_total"], data["percent_clustered"], seconds, taken)
 
 
-__all__ = ["describe", "graph_digest", "optimize"]
+__all__ = ["at_work", "describe", "graph_digest", "optimize"]

@@ -12,8 +12,9 @@ the function asked for ``jit_compile=True``: must-compile under ``enable(jit_com
 ``stats().xla_calls_taken``, recorded under the function's own name.
 
 ``install()`` wraps ``AtomicFunction.call_flat`` once per process: while the switch is off it runs TF's
-path unchanged (TF's XLA compiles the function as before); while it is on, one weak-dictionary lookup
-per eager function call. Graph-mode calls (a ``jit_compile=True`` function called from another) are
+path unchanged (TF's XLA compiles the function as before); while it is on, two weak-dictionary lookups
+per eager function call, this one and ``static_shapes``' (a function traced with unknown dims runs a twin
+for the call's static shapes, made from the definition this module chose). Graph-mode calls (a ``jit_compile=True`` function called from another) are
 left to ``body.release_from_xla``.
 """
 
@@ -21,13 +22,15 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import threading
 import weakref
 
-from tfxla_plugin.hook import state
+from tfxla_plugin.hook import state, static_shapes
 
 log = logging.getLogger("tfxla_plugin")
 TWIN_SUFFIX = "__tfxla"
+_SHAPE_TWIN = re.compile(re.escape(static_shapes.SHAPE_SUFFIX) + r"\d+$")
 XLA_MUST_COMPILE = "_XlaMustCompile"
 
 _twins: "weakref.WeakKeyDictionary[object, object | None]" = weakref.WeakKeyDictionary()
@@ -36,9 +39,12 @@ _installed = False
 
 
 def original_name(name: str) -> tuple[str, bool]:
-    """(the function's own name, whether ``name`` is a twin's: a ``jit_compile=True`` function called eagerly)."""
-    if name.endswith(TWIN_SUFFIX):
-        return name[:-len(TWIN_SUFFIX)], True
+    """(the name to keep the record under, whether ``name`` is a twin's: a ``jit_compile=True`` function called
+    eagerly). A static-shape twin (``static_shapes``) keeps its suffix: ``f__tfxla__tfxla_s0`` is ``f__tfxla_s0``."""
+    shape = _SHAPE_TWIN.search(name)
+    core, tail = (name[:shape.start()], shape.group()) if shape else (name, "")
+    if core.endswith(TWIN_SUFFIX):
+        return core[:-len(TWIN_SUFFIX)] + tail, True
     return name, False
 
 
@@ -93,9 +99,12 @@ def _twin(function):
 
 def install() -> None:
     """Wrap ``AtomicFunction.call_flat`` (once per process) so eager calls of ``jit_compile=True`` functions
-    run their twins while the switch is on."""
+    run their twins while the switch is on, and calls of functions traced with unknown dims a twin for
+    their static shapes (``static_shapes``; not while the hook is at work on this thread)."""
     global _installed
     from tensorflow.python.eager.polymorphic_function import atomic_function
+
+    from tfxla_plugin.hook import callback
 
     with state.LOCK:
         if _installed:
@@ -105,11 +114,16 @@ def install() -> None:
 
     @functools.wraps(call_flat)
     def call_flat_through_hook(self, *args):
-        if state.SWITCH.on and self._bound_context.executing_eagerly():  # noqa: SLF001
-            twin = _twin(self)
-            if twin is not None:
-                return call_flat(twin, *args)
-        return call_flat(self, *args)
+        if not state.SWITCH.on or not self._bound_context.executing_eagerly():  # noqa: SLF001
+            return call_flat(self, *args)
+        runs = _twin(self) or self
+        if callback.at_work():
+            return call_flat(runs, *args)
+        runs, new = static_shapes.choose(self, runs, args)
+        out = call_flat(runs, *args)
+        if new:
+            static_shapes.called(self, runs)
+        return out
 
     atomic_function.AtomicFunction.call_flat = call_flat_through_hook
 

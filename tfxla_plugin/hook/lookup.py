@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from tfxla_plugin.hook import state
+from tfxla_plugin.hook import eager_jit, state, static_shapes
 from tfxla_plugin.hook.state import HookedGraph
 
 KERAS_STEPS = ("train_function", "test_function", "predict_function")
@@ -75,8 +75,12 @@ def concrete_functions(obj, *args, **kwargs) -> list:
 
 
 def function_names(cf) -> list[str]:
-    """The name of ``cf`` in TF's runtime, then those of the functions in its graph's library."""
+    """The name of ``cf`` in TF's runtime, the records' names of its static-shape twins (``static_shapes``),
+    then the names of the functions in its graph's library."""
     names = [cf.name.decode() if isinstance(cf.name, bytes) else cf.name]
+    atomic = getattr(cf, "_inference_function", None)  # TF's runtime function behind cf
+    if atomic is not None:
+        names += [eager_jit.original_name(n)[0] for n in static_shapes.twin_names(atomic)]
     names += [f.signature.name for f in cf.graph.as_graph_def().library.function]
     return names
 

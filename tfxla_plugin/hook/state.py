@@ -45,6 +45,7 @@ class HookStats:
     kernel_cache_hits: int = 0  # of those, kernels found in the on-disk cache (no compiler run)
     seconds_compiling: float = 0.0  # wall time spent clustering, compiling and rewriting graphs
     xla_calls_taken: int = 0  # calls of jit_compile=True functions sent to the hook instead of XLA
+    shape_twins: int = 0  # twins for static shapes made for eager calls of functions traced with unknown dims
     left_alone: Counter = field(default_factory=Counter)  # why graphs were returned unchanged -> count
     left_in_tf: Counter = field(default_factory=Counter)  # rewritten graphs that kept compute nodes in TF, by why
 
@@ -54,6 +55,7 @@ class HookStats:
         return (f"graphs seen {self.graphs_seen}, rewritten {self.graphs_rewritten}; clusters compiled "
                 f"{self.clusters_compiled} ({self.kernel_cache_hits} kernel cache hits), "
                 f"{self.seconds_compiling:.2f} s compiling; {self.xla_calls_taken} calls taken from XLA; "
+                f"{self.shape_twins} static-shape twins; "
                 f"left alone: {alone}" + (f"; rewritten, with nodes left in TF: {kept}" if kept else ""))
 
 

@@ -1,0 +1,173 @@
+"""An eager call of a function traced with unknown dims runs a twin traced for the call's static shapes.
+
+TF traces a ``tf.function`` once per input signature, and one made with ``reduce_retracing=True`` (every
+Keras step function) relaxes the dims that changed between calls to ``None``: ``predict_on_batch`` at
+batch 1 then 32, or ``predict`` whose last batch is partial, runs a function whose data ``_Arg``s have a
+``None`` batch dim. Grappler hands the hook that body once, before any input exists, so what depends
+on the batch stays in TensorFlow ("dynamic shape"), run unfused (TF's remapper is off while the hook is
+on: ``hook/__init__``). The call itself knows the shapes, though. So while the switch is on, an eager
+call (``AtomicFunction.call_flat``, wrapped by ``eager_jit.install``) of such a function runs a twin: the
+same FunctionDef with the call's shapes in its data arguments' ``_output_shapes``, registered under
+``<name>__tfxla_s<k>`` (``SHAPE_SUFFIX``) the first time that shape comes, and freed with the function.
+TF instantiates the twin as any function and the hook compiles its body with static shapes: one kernel
+per recurring shape, compiled once (the kernel cache keeps it across processes).
+
+Bounded: at most ``MAX_SHAPES`` twins per function (further shapes run the function itself, as TF
+would); and a function whose first twin the hook did not rewrite (nothing to compile even with static
+shapes) gets no more twins. Graph-mode calls (a function called from another, inlined by TF) are not
+affected, nor are calls while the hook is at work on this thread (the compiler's own TF calls). The
+twins' records are kept under their own names; ``lookup`` finds them from the function
+(``twin_names``). Counted in ``stats().shape_twins``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from dataclasses import dataclass, field
+
+from tfxla_plugin.hook import state
+
+log = logging.getLogger("tfxla_plugin")
+SHAPE_SUFFIX = "__tfxla_s"
+MAX_SHAPES = 8  # twins per function: a function called with ever new shapes stops compiling after these
+OUTPUT_SHAPES = "_output_shapes"
+_NOT_DATA = frozenset({20, 21})  # DT_RESOURCE, DT_VARIANT: handles, not shaped data
+
+Shapes = tuple[tuple[int, ...], ...]
+
+
+@dataclass
+class Specializer:
+    """The twins of one function: which of its arguments have unknown dims, a twin per shape of those."""
+
+    positions: tuple[int, ...]  # flat argument indices of the data inputs with an unknown dim or rank
+    twins: dict[Shapes, object] = field(default_factory=dict)  # shapes of those arguments -> AtomicFunction
+    live: bool = True  # False: a twin compiled nothing; calls run the function itself
+
+
+_specializers: "weakref.WeakKeyDictionary[object, Specializer | None]" = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+_MISSING = object()
+
+
+def unknown_positions(definition) -> tuple[int, ...]:
+    """The indices of ``definition``'s data arguments (not resources or variants) whose recorded shape
+    (``arg_attr``'s ``_output_shapes``) has an unknown dim or rank."""
+    out = []
+    for i, arg in enumerate(definition.signature.input_arg):
+        if arg.type in _NOT_DATA or i not in definition.arg_attr:
+            continue
+        attrs = definition.arg_attr[i].attr
+        shapes = attrs[OUTPUT_SHAPES].list.shape if OUTPUT_SHAPES in attrs else ()
+        if len(shapes) == 1 and (shapes[0].unknown_rank or any(d.size < 0 for d in shapes[0].dim)):
+            out.append(i)
+    return tuple(out)
+
+
+def twin_definition(definition, name: str, positions: tuple[int, ...], shapes: Shapes):
+    """A copy of ``definition`` called ``name`` whose arguments at ``positions`` have the static ``shapes``."""
+    import tensorflow as tf
+
+    fdef = type(definition)()
+    fdef.CopyFrom(definition)
+    fdef.signature.name = name
+    for i, dims in zip(positions, shapes):
+        listed = fdef.arg_attr[i].attr[OUTPUT_SHAPES].list
+        del listed.shape[:]
+        listed.shape.add().CopyFrom(tf.TensorShape(list(dims)).as_proto())
+    return fdef
+
+
+def _shapes(args, positions: tuple[int, ...]) -> Shapes:
+    return tuple(tuple(args[i].shape.as_list()) for i in positions)
+
+
+def _specializer(function) -> Specializer | None:
+    spec = _specializers.get(function, _MISSING)  # the per-call path: no lock once the function has been seen
+    if spec is not _MISSING:
+        return spec
+    with _LOCK:
+        spec = _specializers.get(function, _MISSING)
+        if spec is _MISSING:
+            try:
+                positions = unknown_positions(function.cached_definition)
+            except Exception as e:  # noqa: BLE001  (never into the user's call)
+                log.debug("tfxla hook: no shapes for %s: %s: %s", function.name, type(e).__name__, e)
+                positions = ()
+            spec = Specializer(positions) if positions else None
+            _specializers[function] = spec
+        return spec
+
+
+def _make_twin(function, definition_of, spec: Specializer, shapes: Shapes):
+    from tensorflow.python.eager.polymorphic_function import atomic_function
+
+    base = definition_of.name.decode() if isinstance(definition_of.name, bytes) else definition_of.name
+    name = f"{base}{SHAPE_SUFFIX}{len(spec.twins)}"
+    fdef = twin_definition(definition_of.cached_definition, name, spec.positions, shapes)
+    context = function._bound_context  # noqa: SLF001  (the context the function is registered in)
+    if context.has_function(name.encode()):  # TF wrapped one runtime function twice: share the registration
+        return atomic_function.AtomicFunction(name, context, function.function_type)
+    return atomic_function.from_function_def(fdef, function.function_type)
+
+
+def choose(function, runs, args) -> tuple[object, bool]:
+    """(what to call, whether it is a new twin): ``runs`` (``function`` or its ``eager_jit`` twin), or a
+    twin of it for the static shapes of ``args`` where ``function`` has data arguments of unknown dims.
+    A new twin's first call must be followed by ``called(function, twin)``."""
+    spec = _specializer(function)
+    if spec is None or not spec.live:
+        return runs, False
+    try:
+        shapes = _shapes(args, spec.positions)
+    except (AttributeError, ValueError):  # not a tensor of known shape (graph-mode arguments)
+        return runs, False
+    twin = spec.twins.get(shapes)
+    if twin is not None:
+        return twin, False
+    with _LOCK:
+        twin = spec.twins.get(shapes)
+        if twin is not None:
+            return twin, False
+        if len(spec.twins) >= MAX_SHAPES:
+            return runs, False
+        try:
+            twin = _make_twin(function, runs, spec, shapes)
+        except Exception as e:  # noqa: BLE001  (never into the user's call: TF runs the function itself)
+            log.warning("tfxla hook: %s runs as traced, with unknown dims: its static-shape twin failed: %s: %s",
+                        function.name.decode(), type(e).__name__, e)
+            spec.live = False
+            return runs, False
+        spec.twins[shapes] = twin
+        with state.LOCK:
+            state.stats().shape_twins += 1
+        return twin, True
+
+
+def called(function, twin) -> None:
+    """After a new twin's first call (TF instantiated it: the hook has decided its body): a twin the hook did
+    not rewrite stops the function's specialization."""
+    from tfxla_plugin.hook import eager_jit
+
+    record = state.hooked(eager_jit.original_name(twin.name.decode())[0])
+    if record is not None and record.decision == state.REWRITTEN:
+        return
+    spec = _specializers.get(function)
+    if spec is not None and spec.live:
+        spec.live = False
+        log.info("tfxla hook: %s: its static-shape twin compiled nothing (%s); its calls run it as traced",
+                 function.name.decode(), record.decision if record is not None else "not seen by the hook")
+
+
+def twin_names(function) -> list[str]:
+    """The names of the twins made for the TF ``AtomicFunction`` ``function`` (for ``lookup``)."""
+    spec = _specializers.get(function)
+    if spec is None:
+        return []
+    return [t.name.decode() if isinstance(t.name, bytes) else t.name for t in list(spec.twins.values())]
+
+
+__all__ = ["MAX_SHAPES", "SHAPE_SUFFIX", "Specializer", "called", "choose", "twin_definition", "twin_names",
+           "unknown_positions"]
