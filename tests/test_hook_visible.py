@@ -172,10 +172,12 @@ def test_tfxla_tensorboard_jit_writes_a_saved_model_as_the_hook_compiles_it(chil
     assert {p.name for p in (logdir / "fixed").iterdir()} == {"original", "rewritten", "hlo"}
     rewritten, _ = read_run(str(logdir / "fixed" / "rewritten"))
     assert "TfxlaLaunch" in {n.op for n in rewritten.node}
-    assert {p.name for p in (logdir / "dynamic").iterdir()} == {"original"}  # None batch: nothing compiled
-    original, _ = read_run(str(logdir / "dynamic" / "original"))
-    reasons = [n.attr["tfxla_left_out"].s.decode() for n in original.node if n.op == "MatMul"]
-    assert reasons and reasons[0].startswith("dynamic shape"), reasons
+    # A None batch: the CLI's call (--batch 1) runs the signature's static-shape twin (hook/static_shapes.py),
+    # which the hook compiled; that record is what is written.
+    assert {p.name for p in (logdir / "dynamic").iterdir()} == {"original", "rewritten", "hlo"}
+    rewritten, _ = read_run(str(logdir / "dynamic" / "rewritten"))
+    assert "TfxlaLaunch" in {n.op for n in rewritten.node}
+    assert "MatMul" not in {n.op for n in rewritten.node}
 
 
 def test_tensorboard_write_shows_a_hooked_function_as_it_shows_a_wrapped_one(child) -> None:

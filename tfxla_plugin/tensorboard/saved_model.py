@@ -9,8 +9,8 @@
   clustering summary as text.
 - ``jit=True`` (``--jit``, a plain SavedModel): what ``tfxla serve --jit`` runs: the model loaded and its
   signature called once (zeros, ``batch``) with the Grappler hook on, and the hook's record of it written
-  (``tensorboard.write_hooked``). The signature's own shapes are compiled (its ``None`` dims stay
-  dynamic, and those parts stay in TF), not ``batch``.
+  (``tensorboard.write_hooked``): with ``None`` dims, that call runs the signature's twin traced for
+  ``batch`` (docs/hook.md, "Shapes"), whose record is written.
 
 ``name`` defaults to the signature name.
 """
