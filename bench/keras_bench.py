@@ -24,7 +24,8 @@ are the inference table's model (issue 19); for training on a 2-core machine the
 
 Reported per row, medians over rounds: ``fit`` milliseconds per training step (one epoch of a data set
 divisible by the batch, after a warm-up epoch: every step has a static batch), and ``predict_on_batch``
-latency at batch 1 and at the training batch; then ours/tf and ours/xla (< 1: we are faster). Run it
+latency at batch 1 and at the training batch (Keras relaxes its predict step to a ``None`` batch at the
+second size: ours runs it through a static-shape twin, ``shape_twins``, docs/hook.md "Shapes"); then ours/tf and ours/xla (< 1: we are faster). Run it
 on a quiet machine (check ``uptime`` first).
 
 ``fit_ms`` is an epoch's wall time over its steps, so it includes what every ``fit`` call costs once
@@ -115,7 +116,7 @@ CHILD = textwrap.dedent("""
         out[f"predict_b{b}_ms"] = statistics.median(ts)
     if engine == "ours":
         s = tfxla_plugin.stats()
-        out["graphs_rewritten"], out["clusters"] = s.graphs_rewritten, s.clusters_compiled
+        out["graphs_rewritten"], out["clusters"], out["shape_twins"] = s.graphs_rewritten, s.clusters_compiled, s.shape_twins
     print("RESULT " + json.dumps(out), flush=True)
 """)
 
@@ -148,7 +149,7 @@ def main() -> None:
         results[row] = med
         batch = ROWS[row][1]
         print(f"\n== {row} (batch {batch}; ours: {med['ours'].get('graphs_rewritten', 0):.0f} graphs rewritten, "
-              f"{med['ours'].get('clusters', 0):.0f} clusters)")
+              f"{med['ours'].get('clusters', 0):.0f} clusters, {med['ours'].get('shape_twins', 0):.0f} static-shape twins)")
         print(f"   {'metric':18s} {'tf':>9s} {'xla':>9s} {'ours':>9s} {'ours/tf':>8s} {'ours/xla':>9s}")
         for k in ("fit_ms", "fit_step_ms", "fit_step_cpu_ms", "predict_b1_ms", f"predict_b{batch}_ms"):
             t, x, o = (med[e][k] for e in ENGINES)
