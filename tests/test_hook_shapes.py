@@ -2,7 +2,8 @@
 unknown dims runs a twin traced for the call's shapes, which the hook compiles (docs/hook.md, "Shapes").
 
 The child process (tests/hook_child.py) runs Keras's ``predict_on_batch`` at batch 1 and then 32 (Keras
-relaxes its predict step to a ``None`` batch: before the twins, that step ran in TF, nothing compiled),
+relaxes its predict step to a ``None`` batch: before the twins, that step ran in TF, nothing compiled), the
+same for a ``jit_compile=True`` model (its inner step inlined into the twin),
 ``predict`` with a partial last batch twice, a ``fit`` of 2 epochs with a partial last batch against the
 same fit with the switch off, the ``MAX_SHAPES`` bound, and a function whose twin compiles nothing.
 Tolerance: float32 matmuls in another order than Eigen's, ``atol=1e-5`` (seen ~1e-7).
@@ -55,6 +56,17 @@ SCRIPT = """
     history += model.fit(X, Y, batch_size=32, epochs=2, shuffle=False, verbose=0).history["loss"]
     out["fit"] = dict(loss=history, weights=[w.numpy().tolist() for w in model.weights], before=before,
                       middle=middle, after=counts(), evaluate=model.evaluate(X, Y, batch_size=32, verbose=0))
+
+    # model.compile(jit_compile=True): the relaxed outer step calls the jit_compile=True inner one; its twin
+    # calls the inner's definition without _XlaMustCompile/_noinline, which TF inlines: one graph, compiled.
+    jit_model = build()
+    jit_model.compile(optimizer="sgd", loss="mse", jit_compile=True)
+    jit_calls = []
+    for b in (1, 32):
+        taken = tfxla_plugin.stats().xla_calls_taken
+        y, ops = ran_ops(jit_model.predict_on_batch, X[:b])
+        jit_calls.append(dict(err=err(y, jit_model(X[:b])), ops=ops, taken=tfxla_plugin.stats().xla_calls_taken - taken))
+    out["jit"] = jit_calls
 
     static_shapes.MAX_SHAPES = 2
     f = tf.function(lambda x: tf.nn.relu(tf.matmul(x, tf.ones((8, 4)))) * 2.0 + 1.0, reduce_retracing=True)
@@ -125,6 +137,13 @@ def test_fit_with_a_partial_last_batch_matches_tf_and_compiles_once(child) -> No
     assert on["after"]["compiled"] == on["middle"]["compiled"], on  # 2 more epochs: nothing compiled again
 
 
+def test_a_jit_compile_true_step_is_inlined_into_its_twin_and_compiled(child) -> None:
+    b1, b32 = child["jit"]
+    assert b1["err"] <= ATOL and b32["err"] <= ATOL, child["jit"]
+    assert "TfxlaLaunch" in b32["ops"] and "StatefulPartitionedCall" not in b32["ops"], b32
+    assert b32["taken"] == 1, b32  # the twin's call of the jit_compile=True step, taken from XLA
+
+
 def test_twins_per_function_are_bounded(child) -> None:
     calls, twins = child["bound"]["calls"], child["bound"]["twins"]
     for c in calls:
@@ -151,11 +170,22 @@ def test_twin_definition_gives_the_unknown_dims_the_call_shapes() -> None:
     definition = cf.function_def
     positions = static_shapes.unknown_positions(definition)
     assert positions == (0,)  # the string input is static; the captured variable is a resource
-    twin = static_shapes.twin_definition(definition, "twin", positions, ((5, 3),))
+    twin, callees = static_shapes.twin_definition(definition, "twin", positions, ((5, 3),))
+    assert callees == []
     assert twin.signature.name == "twin" and definition.signature.name != "twin"
     dims = [d.size for d in twin.arg_attr[0].attr["_output_shapes"].list.shape[0].dim]
     assert dims == [5, 3]
     assert [d.size for d in definition.arg_attr[0].attr["_output_shapes"].list.shape[0].dim] == [-1, 3]
+    # A call of a jit_compile=True function is pointed at its inlinable definition and loses the attr.
+    g = tf.function(lambda x: x * 2.0, jit_compile=True)
+    caller = tf.function(lambda x: g(x) + 1.0).get_concrete_function(tf.TensorSpec([None, 3])).function_def
+    (call,) = [n for n in caller.node_def if n.op.endswith("PartitionedCall")]
+    _, callees = static_shapes.twin_definition(caller, "t0", (0,), ((2, 3),))
+    assert callees == [call.attr["f"].func.name]
+    twin, _ = static_shapes.twin_definition(caller, "t1", (0,), ((2, 3),), inlined={callees[0]: "g_inline"})
+    (released,) = [n for n in twin.node_def if n.op.endswith("PartitionedCall")]
+    assert released.attr["f"].func.name == "g_inline" and "_XlaMustCompile" not in released.attr
+    assert call.attr["_XlaMustCompile"].b  # the caller's own definition is not changed
     assert eager_jit.original_name("__inference_f_3__tfxla_s2") == ("__inference_f_3__tfxla_s2", False)
     assert eager_jit.original_name("__inference_f_3__tfxla__tfxla_s2") == ("__inference_f_3__tfxla_s2", True)
     assert eager_jit.original_name("__inference_f_3__tfxla") == ("__inference_f_3", True)

@@ -12,6 +12,10 @@ same FunctionDef with the call's shapes in its data arguments' ``_output_shapes`
 TF instantiates the twin as any function and the hook compiles its body with static shapes: one kernel
 per recurring shape, compiled once (the kernel cache keeps it across processes).
 
+A twin's calls of ``jit_compile=True`` functions (``model.compile(jit_compile=True)``'s predict step calls its
+jit one) are pointed at the callee's definition without ``_XlaMustCompile``/``_noinline`` (``inlinable``), so
+TF inlines it into the twin, which then compiles whole (not under must-compile: the callee stays on its own).
+
 Bounded: at most ``MAX_SHAPES`` twins per function (further shapes run the function itself, as TF
 would); and a function whose first twin the hook did not rewrite (nothing to compile even with static
 shapes) gets no more twins. Graph-mode calls (a function called from another, inlined by TF) are not
@@ -26,6 +30,7 @@ import logging
 import threading
 import weakref
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from tfxla_plugin.hook import state
 
@@ -33,6 +38,9 @@ log = logging.getLogger("tfxla_plugin")
 SHAPE_SUFFIX = "__tfxla_s"
 MAX_SHAPES = 8  # twins per function: a function called with ever new shapes stops compiling after these
 OUTPUT_SHAPES = "_output_shapes"
+XLA_MUST_COMPILE = "_XlaMustCompile"
+NOINLINE = "_noinline"
+INLINE_SUFFIX = "__tfxla_inline"  # a jit_compile=True callee's definition without the attr, for twins to inline
 _NOT_DATA = frozenset({20, 21})  # DT_RESOURCE, DT_VARIANT: handles, not shaped data
 
 Shapes = tuple[tuple[int, ...], ...]
@@ -66,8 +74,14 @@ def unknown_positions(definition) -> tuple[int, ...]:
     return tuple(out)
 
 
-def twin_definition(definition, name: str, positions: tuple[int, ...], shapes: Shapes):
-    """A copy of ``definition`` called ``name`` whose arguments at ``positions`` have the static ``shapes``."""
+def twin_definition(definition, name: str, positions: tuple[int, ...], shapes: Shapes, *,
+                    inlined: Mapping[str, str] | None = None) -> tuple[object, list[str]]:
+    """(a copy of ``definition`` called ``name`` whose arguments at ``positions`` have the static ``shapes``,
+    the names of the ``jit_compile=True`` functions it calls). ``inlined``: such a callee's name -> the name
+    of its definition without ``_XlaMustCompile`` (``inlinable``); each call of one is pointed there and
+    loses its own ``_XlaMustCompile``, so TF inlines the callee into the twin (at instantiation, before
+    Grappler) and the hook compiles it with the twin's static shapes. Left calling XLA's callee, the call
+    would instantiate that on its own, from its definition traced with the unknown dims."""
     import tensorflow as tf
 
     fdef = type(definition)()
@@ -77,7 +91,30 @@ def twin_definition(definition, name: str, positions: tuple[int, ...], shapes: S
         listed = fdef.arg_attr[i].attr[OUTPUT_SHAPES].list
         del listed.shape[:]
         listed.shape.add().CopyFrom(tf.TensorShape(list(dims)).as_proto())
-    return fdef
+    callees = []
+    for node in fdef.node_def:
+        if XLA_MUST_COMPILE in node.attr and node.attr[XLA_MUST_COMPILE].b and "f" in node.attr:
+            callees.append(node.attr["f"].func.name)
+            if inlined and callees[-1] in inlined:
+                del node.attr[XLA_MUST_COMPILE]
+                node.attr["f"].func.name = inlined[callees[-1]]
+    return fdef, callees
+
+
+def inlinable(context, callee: str) -> str:
+    """The name of ``callee``'s definition without ``_XlaMustCompile`` and ``_noinline`` (``<callee>__tfxla_inline``), registered
+    in ``context`` if it is not yet. Registered once per callee and process and never removed: a twin made
+    later may still need it, and one FunctionDef per ``jit_compile=True`` function called from a function
+    with unknown dims is small."""
+    name = callee + INLINE_SUFFIX
+    if not context.has_function(name.encode()):
+        fdef = type(context.get_function_def(callee))()
+        fdef.CopyFrom(context.get_function_def(callee))
+        fdef.signature.name = name
+        for attr in (XLA_MUST_COMPILE, NOINLINE):  # TF marks a jit_compile=True function _noinline as well
+            fdef.attr.pop(attr, None)
+        context.add_function_def(fdef)
+    return name
 
 
 def _shapes(args, positions: tuple[int, ...]) -> Shapes:
@@ -106,8 +143,14 @@ def _make_twin(function, definition_of, spec: Specializer, shapes: Shapes):
 
     base = definition_of.name.decode() if isinstance(definition_of.name, bytes) else definition_of.name
     name = f"{base}{SHAPE_SUFFIX}{len(spec.twins)}"
-    fdef = twin_definition(definition_of.cached_definition, name, spec.positions, shapes)
     context = function._bound_context  # noqa: SLF001  (the context the function is registered in)
+    definition = definition_of.cached_definition
+    fdef, callees = twin_definition(definition, name, spec.positions, shapes)
+    if callees and not state.SWITCH.must_compile:  # must-compile: such a callee keeps its own body (all or an ERROR)
+        fdef, _ = twin_definition(definition, name, spec.positions, shapes,
+                                  inlined={c: inlinable(context, c) for c in set(callees)})
+        with state.LOCK:
+            state.stats().xla_calls_taken += len(callees)
     if context.has_function(name.encode()):  # TF wrapped one runtime function twice: share the registration
         return atomic_function.AtomicFunction(name, context, function.function_type)
     return atomic_function.from_function_def(fdef, function.function_type)
