@@ -194,14 +194,17 @@ def called(function, twin) -> None:
     not rewrite stops the function's specialization."""
     from tfxla_plugin.hook import eager_jit
 
-    record = state.hooked(eager_jit.original_name(twin.name.decode())[0])
-    if record is not None and record.decision == state.REWRITTEN:
-        return
-    spec = _specializers.get(function)
-    if spec is not None and spec.live:
-        spec.live = False
-        log.info("tfxla hook: %s: its static-shape twin compiled nothing (%s); its calls run it as traced",
-                 function.name.decode(), record.decision if record is not None else "not seen by the hook")
+    try:
+        record = state.hooked(eager_jit.original_name(twin.name.decode())[0])
+        if record is not None and record.decision == state.REWRITTEN:
+            return
+        spec = _specializers.get(function)
+        if spec is not None and spec.live:
+            spec.live = False
+            log.info("tfxla hook: %s: its static-shape twin compiled nothing (%s); its calls run it as traced",
+                     function.name.decode(), record.decision if record is not None else "not seen by the hook")
+    except Exception as e:  # noqa: BLE001  (the user's call has returned: never raise after it)
+        log.debug("tfxla hook: after a twin's first call: %s: %s", type(e).__name__, e)
 
 
 def twin_names(function) -> list[str]:
