@@ -88,6 +88,9 @@ SCRIPT = """
                                      info=logged("INFO", "static-shape twin compiled nothing"))
 
     tfxla_plugin.disable()
+    twins = tfxla_plugin.stats().shape_twins
+    model_off_twin = model.predict_on_batch(X[:11])  # a new size with the switch off: TF's relaxed step, no twin
+    out["off"] = dict(err=err(model_off_twin, model(X[:11])), twins=tfxla_plugin.stats().shape_twins - twins)
     model = build()
     history = model.fit(X, Y, batch_size=32, epochs=2, shuffle=False, verbose=0).history["loss"]
     history += model.fit(X, Y, batch_size=32, epochs=2, shuffle=False, verbose=0).history["loss"]
@@ -157,6 +160,10 @@ def test_twins_per_function_are_bounded(child) -> None:
 def test_a_function_whose_twin_compiles_nothing_gets_no_more_twins(child) -> None:
     n = child["nothing_to_compile"]
     assert n["twins"] == 1 and len(n["info"]) == 1, n
+
+
+def test_with_the_switch_off_no_twin_is_made(child) -> None:
+    assert child["off"]["err"] <= ATOL and child["off"]["twins"] == 0, child["off"]
 
 
 def test_twin_definition_gives_the_unknown_dims_the_call_shapes() -> None:
