@@ -193,6 +193,9 @@ def test_twin_definition_gives_the_unknown_dims_the_call_shapes() -> None:
     (released,) = [n for n in twin.node_def if n.op.endswith("PartitionedCall")]
     assert released.attr["f"].func.name == "g_inline" and "_XlaMustCompile" not in released.attr
     assert call.attr["_XlaMustCompile"].b  # the caller's own definition is not changed
+    name = static_shapes.twin_name("__inference_f_3", ((5, 3),))
+    assert name.startswith("__inference_f_3__tfxla_s") and name != static_shapes.twin_name("__inference_f_3", ((6, 3),))
+    assert eager_jit.original_name(name) == (name, False)
     assert eager_jit.original_name("__inference_f_3__tfxla_s2") == ("__inference_f_3__tfxla_s2", False)
     assert eager_jit.original_name("__inference_f_3__tfxla__tfxla_s2") == ("__inference_f_3__tfxla_s2", True)
     assert eager_jit.original_name("__inference_f_3__tfxla") == ("__inference_f_3", True)

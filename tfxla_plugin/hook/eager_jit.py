@@ -30,7 +30,7 @@ from tfxla_plugin.hook import state, static_shapes
 
 log = logging.getLogger("tfxla_plugin")
 TWIN_SUFFIX = "__tfxla"
-_SHAPE_TWIN = re.compile(re.escape(static_shapes.SHAPE_SUFFIX) + r"\d+$")
+_SHAPE_TWIN = re.compile(re.escape(static_shapes.SHAPE_SUFFIX) + r"[0-9a-f]+$")
 XLA_MUST_COMPILE = "_XlaMustCompile"
 
 _twins: "weakref.WeakKeyDictionary[object, object | None]" = weakref.WeakKeyDictionary()

@@ -8,7 +8,7 @@ on the batch stays in TensorFlow ("dynamic shape"), run unfused (TF's remapper i
 on: ``hook/__init__``). The call itself knows the shapes, though. So while the switch is on, an eager
 call (``AtomicFunction.call_flat``, wrapped by ``eager_jit.install``) of such a function runs a twin: the
 same FunctionDef with the call's shapes in its data arguments' ``_output_shapes``, registered under
-``<name>__tfxla_s<k>`` (``SHAPE_SUFFIX``) the first time that shape comes, and freed with the function.
+``<name>__tfxla_s<hex>`` (``twin_name``: a digest of the shapes) the first time that shape comes, and freed with the function.
 TF instantiates the twin as any function and the hook compiles its body with static shapes: one kernel
 per recurring shape, compiled once (the kernel cache keeps it across processes).
 
@@ -26,6 +26,7 @@ twins' records are kept under their own names; ``lookup`` finds them from the fu
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import weakref
@@ -117,6 +118,12 @@ def inlinable(context, callee: str) -> str:
     return name
 
 
+def twin_name(base: str, shapes: Shapes) -> str:
+    """``<base>__tfxla_s<hex>``: named by the shapes, so two ``AtomicFunction``s of one runtime function (TF
+    may wrap one twice) that share a registration by name share it only for the same shapes."""
+    return f"{base}{SHAPE_SUFFIX}{hashlib.sha256(repr(shapes).encode()).hexdigest()[:12]}"
+
+
 def _shapes(args, positions: tuple[int, ...]) -> Shapes:
     return tuple(tuple(args[i].shape.as_list()) for i in positions)
 
@@ -142,7 +149,7 @@ def _make_twin(function, definition_of, spec: Specializer, shapes: Shapes):
     from tensorflow.python.eager.polymorphic_function import atomic_function
 
     base = definition_of.name.decode() if isinstance(definition_of.name, bytes) else definition_of.name
-    name = f"{base}{SHAPE_SUFFIX}{len(spec.twins)}"
+    name = twin_name(base, shapes)
     context = function._bound_context  # noqa: SLF001  (the context the function is registered in)
     definition = definition_of.cached_definition
     fdef, callees = twin_definition(definition, name, spec.positions, shapes)
@@ -215,5 +222,5 @@ def twin_names(function) -> list[str]:
     return [t.name.decode() if isinstance(t.name, bytes) else t.name for t in list(spec.twins.values())]
 
 
-__all__ = ["MAX_SHAPES", "SHAPE_SUFFIX", "Specializer", "called", "choose", "twin_definition", "twin_names",
-           "unknown_positions"]
+__all__ = ["MAX_SHAPES", "SHAPE_SUFFIX", "Specializer", "called", "choose", "inlinable", "twin_definition", "twin_name",
+           "twin_names", "unknown_positions"]
