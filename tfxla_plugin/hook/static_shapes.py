@@ -31,7 +31,7 @@ import logging
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from tfxla_plugin.hook import state
 
@@ -52,13 +52,13 @@ class Specializer:
     """The twins of one function: which of its arguments have unknown dims, a twin per shape of those."""
 
     positions: tuple[int, ...]  # flat argument indices of the data inputs with an unknown dim or rank
-    twins: dict[Shapes, object] = field(default_factory=dict)  # shapes of those arguments -> AtomicFunction
+    twins: dict[Shapes, Any] = field(default_factory=dict)  # shapes of those arguments -> AtomicFunction
     live: bool = True  # False: a twin compiled nothing; calls run the function itself
 
 
-_specializers: "weakref.WeakKeyDictionary[object, Specializer | None]" = weakref.WeakKeyDictionary()
+_specializers: "weakref.WeakKeyDictionary[Any, Specializer | None]" = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
-_MISSING = object()
+_MISSING: Any = object()
 
 
 def unknown_positions(definition) -> tuple[int, ...]:
@@ -69,7 +69,7 @@ def unknown_positions(definition) -> tuple[int, ...]:
         if arg.type in _NOT_DATA or i not in definition.arg_attr:
             continue
         attrs = definition.arg_attr[i].attr
-        shapes = attrs[OUTPUT_SHAPES].list.shape if OUTPUT_SHAPES in attrs else ()
+        shapes = list(attrs[OUTPUT_SHAPES].list.shape) if OUTPUT_SHAPES in attrs else []
         if len(shapes) == 1 and (shapes[0].unknown_rank or any(d.size < 0 for d in shapes[0].dim)):
             out.append(i)
     return tuple(out)
