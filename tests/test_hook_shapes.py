@@ -4,7 +4,7 @@ unknown dims runs a twin traced for the call's shapes, which the hook compiles (
 The child process (tests/hook_child.py) runs Keras's ``predict_on_batch`` at batch 1 and then 32 (Keras
 relaxes its predict step to a ``None`` batch: before the twins, that step ran in TF, nothing compiled), the
 same for a ``jit_compile=True`` model (its inner step inlined into the twin),
-``predict`` with a partial last batch twice, a ``fit`` of 2 epochs with a partial last batch against the
+``predict`` with a partial last batch twice, ``train_on_batch`` at varying sizes, a ``fit`` of 2 epochs with a partial last batch against the
 same fit with the switch off, the ``MAX_SHAPES`` bound, and a function whose twin compiles nothing.
 Tolerance: float32 matmuls in another order than Eigen's, ``atol=1e-5`` (seen ~1e-7).
 """
@@ -57,6 +57,15 @@ SCRIPT = """
     out["fit"] = dict(loss=history, weights=[w.numpy().tolist() for w in model.weights], before=before,
                       middle=middle, after=counts(), evaluate=model.evaluate(X, Y, batch_size=32, verbose=0))
 
+    def train_on_batches():  # Keras's train step called eagerly with tensors: relaxed at the second size
+        model = build()
+        losses = [model.train_on_batch(X[:b], Y[:b]) for b in (32, 7, 32, 5)]
+        return dict(loss=losses, weights=[w.numpy().tolist() for w in model.weights],
+                    slots=[v.numpy().tolist() for v in model.optimizer.variables])
+
+    before = counts()
+    out["train_on_batch"] = dict(on=train_on_batches(), before=before, after=counts())
+
     # model.compile(jit_compile=True): the relaxed outer step calls the jit_compile=True inner one; its twin
     # calls the inner's definition without _XlaMustCompile/_noinline, which TF inlines: one graph, compiled.
     jit_model = build()
@@ -94,6 +103,7 @@ SCRIPT = """
     model = build()
     history = model.fit(X, Y, batch_size=32, epochs=2, shuffle=False, verbose=0).history["loss"]
     history += model.fit(X, Y, batch_size=32, epochs=2, shuffle=False, verbose=0).history["loss"]
+    out["train_on_batch"]["off"] = train_on_batches()
     out["fit_off"] = dict(loss=history, weights=[w.numpy().tolist() for w in model.weights],
                           evaluate=model.evaluate(X, Y, batch_size=32, verbose=0))
     report(**out)
@@ -138,6 +148,18 @@ def test_fit_with_a_partial_last_batch_matches_tf_and_compiles_once(child) -> No
     np.testing.assert_allclose(on["evaluate"], off["evaluate"], rtol=1e-5)
     assert on["middle"]["compiled"] > on["before"]["compiled"], on  # the train step's static parts
     assert on["after"]["compiled"] == on["middle"]["compiled"], on  # 2 more epochs: nothing compiled again
+
+
+def test_train_on_batch_at_varying_sizes_trains_as_tf_through_twins(child) -> None:
+    import numpy as np
+
+    t = child["train_on_batch"]
+    on, off = t["on"], t["off"]
+    np.testing.assert_allclose(on["loss"], off["loss"], rtol=1e-5)
+    for got, want in zip(on["weights"] + on["slots"], off["weights"] + off["slots"], strict=True):
+        np.testing.assert_allclose(got, want, atol=ATOL)
+    assert on["slots"][0] == 4  # SGD's iteration count: every step's writes ran
+    assert t["after"]["twins"] - t["before"]["twins"] == 2, t  # batches 7 and 5 (32 is the first, static trace)
 
 
 def test_a_jit_compile_true_step_is_inlined_into_its_twin_and_compiled(child) -> None:
