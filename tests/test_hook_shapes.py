@@ -51,10 +51,11 @@ SCRIPT = """
     out["predict"] = dict(err=max(err(first, model(X)), err(second, model(X))), between=between, after=counts())
 
     before = counts()
-    history = model.fit(X, Y, batch_size=32, epochs=2, shuffle=False, verbose=0).history["loss"]
+    fitted, fit_ops = ran_ops(lambda: model.fit(X, Y, batch_size=32, epochs=2, shuffle=False, verbose=0))
+    history = fitted.history["loss"]
     middle = counts()
     history += model.fit(X, Y, batch_size=32, epochs=2, shuffle=False, verbose=0).history["loss"]
-    out["fit"] = dict(loss=history, weights=[w.numpy().tolist() for w in model.weights], before=before,
+    out["fit"] = dict(loss=history, weights=[w.numpy().tolist() for w in model.weights], before=before, ops=fit_ops,
                       middle=middle, after=counts(), evaluate=model.evaluate(X, Y, batch_size=32, verbose=0))
 
     def train_on_batches():  # Keras's train step called eagerly with tensors: relaxed at the second size
@@ -148,6 +149,9 @@ def test_fit_with_a_partial_last_batch_matches_tf_and_compiles_once(child) -> No
     np.testing.assert_allclose(on["evaluate"], off["evaluate"], rtol=1e-5)
     assert on["middle"]["compiled"] > on["before"]["compiled"], on  # the train step's static parts
     assert on["after"]["compiled"] == on["middle"]["compiled"], on  # 2 more epochs: nothing compiled again
+    # What stays in TF (the None-batch forward and backward pass) is fused by TF's remapper, which the hook
+    # runs itself (hook/remap.py: TF's own is off while the switch is on): Dense+relu is one _FusedMatMul.
+    assert "TfxlaLaunch" in on["ops"] and "_FusedMatMul" in on["ops"] and "BiasAdd" not in on["ops"], on["ops"]
 
 
 def test_train_on_batch_at_varying_sizes_trains_as_tf_through_twins(child) -> None:
@@ -221,3 +225,28 @@ def test_twin_definition_gives_the_unknown_dims_the_call_shapes() -> None:
     assert eager_jit.original_name("__inference_f_3__tfxla_s2") == ("__inference_f_3__tfxla_s2", False)
     assert eager_jit.original_name("__inference_f_3__tfxla__tfxla_s2") == ("__inference_f_3__tfxla_s2", True)
     assert eager_jit.original_name("__inference_f_3__tfxla") == ("__inference_f_3", True)
+
+
+def test_remap_fuses_what_the_remapper_fuses_and_leaves_other_graphs_alone() -> None:
+    import tensorflow as tf
+
+    from tfxla_plugin.hook import remap
+
+    w, b = tf.ones((4, 3)), tf.ones((3,))
+    cf = tf.function(lambda x: tf.nn.relu(tf.nn.bias_add(tf.matmul(x, w), b))).get_concrete_function(
+        tf.TensorSpec([None, 4]))
+    graph_def = cf.graph.as_graph_def()
+    for node in graph_def.node:
+        node.device = remap.CPU  # as Grappler hands graphs over: placed
+    out_name = cf.outputs[0].op.name
+    fused = remap.fused(graph_def, [out_name])
+    assert fused is not None
+    ops = {n.name: n.op for n in fused.node}
+    assert "_FusedMatMul" in ops.values() and "BiasAdd" not in ops.values() and "Relu" not in ops.values(), ops
+    assert out_name in ops  # the preserved node keeps its name (the fused node takes it)
+    plain = tf.function(lambda x: x * 2.0 + 1.0).get_concrete_function(tf.TensorSpec([2])).graph.as_graph_def()
+    assert remap.fused(plain, []) is None  # nothing it fuses from: not given to the remapper
+    broken = type(graph_def)()
+    broken.CopyFrom(graph_def)
+    broken.node[-1].input.append("no_such_node:0")
+    assert remap.fused(broken, [out_name]) is None  # a failure leaves the graph as it is

@@ -9,7 +9,8 @@
 aborts on a second CPU graph plugin, so it is never unloaded) and turns the switch on; Grappler then
 hands each function body it instantiates to ``callback.optimize``, which rewrites it (``body``).
 While the switch is on TF's remapper is off, so the hook sees ``MatMul``/``BiasAdd``/``Relu`` rather
-than the ``_Fused*`` ops the remapper would make of them (docs/hook.md, "Fused ops"). The switch acts
+than the ``_Fused*`` ops the remapper would make of them; the hook runs the remapper itself on what stays
+in TF (``remap``; docs/hook.md, "Fused ops"). The switch acts
 on graphs TF optimizes from then on: a function already instantiated keeps the graph it was given.
 """
 

@@ -22,7 +22,9 @@ under its twin's name (``eager_jit``) and is kept under its own. This function n
   in ``stats().left_alone``, no log line; under must-compile an unsupported node is one ERROR line;
 - any exception while rewriting: the graph runs as TensorFlow would, after one WARNING naming the
   cause on the ``tfxla_plugin`` logger;
-- a rewritten graph: one INFO line (clusters, coverage, seconds, calls taken from XLA).
+- a rewritten graph: one INFO line (clusters, coverage, seconds, calls taken from XLA);
+- what a returned graph keeps in TF, and a graph left alone, is fused by TF's remapper (``remap``: TF's
+  own is off while the switch is on), so it runs as TF would run it without the hook.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from collections import OrderedDict
 from typing import Sequence
 
 from graph_passes.rewrite import LAUNCH_OP
-from tfxla_plugin.hook import eager_jit, functional, state
+from tfxla_plugin.hook import eager_jit, functional, remap, state
 from tfxla_plugin.hook.state import HookedGraph
 
 log = logging.getLogger("tfxla_plugin")
@@ -135,6 +137,7 @@ def _optimize(graph: bytes, preserve: list[str], name: str) -> bytes | None:
         _remember(digest, None, failed)
         log.warning("tfxla hook: %s is left to TensorFlow: %s: %s", describe(graph_def), type(e).__name__, e)
         return None
+    left_alone_fused = _fuse_left_in_tf(result, graph_def, preserve)
     seconds = time.perf_counter() - start
     hooked = _hooked(function, result, seconds)
     with state.LOCK:
@@ -150,11 +153,16 @@ def _optimize(graph: bytes, preserve: list[str], name: str) -> bytes | None:
             s.left_in_tf.update(_left_in_tf(result.analysis))
         state.keep(function, hooked)
     if result.graph_def is None:
-        _remember(digest, None, hooked)
         if result.detail and must_compile:
             log.error("tfxla hook (jit_compile=True): %s runs in TensorFlow, not compiled: %s", describe(graph_def),
                       result.detail)
-        return None
+        if left_alone_fused is None:
+            _remember(digest, None, hooked)
+            return None
+        out = left_alone_fused.SerializeToString()  # the graph as TF would have run it, fused by its remapper
+        _remember(digest, out, hooked)
+        _remember(graph_digest(left_alone_fused), None)
+        return out
     out = result.graph_def.SerializeToString()
     _remember(digest, out, hooked)
     _remember(graph_digest(result.graph_def), None)  # our own output, handed back next iteration
@@ -194,6 +202,20 @@ def _functional(graph_def, name: str) -> tuple[object, dict | None]:
     if body is None:
         return graph_def, None
     return body, {f.signature.name: f for f in body.library.function}
+
+
+def _fuse_left_in_tf(result, graph_def, preserve: list[str]):
+    """TF's remapper on what stays in TF (``remap``; its own is off while the switch is on): a rewritten
+    graph's nodes outside its launches, in place in ``result`` (so explain and TensorBoard show what TF
+    runs); for a graph left alone, the fused copy of ``graph_def`` to return instead (None: nothing fused)."""
+    if result.graph_def is None:
+        return remap.fused(graph_def, preserve)
+    graph = remap.fused(result.graph_def, preserve)
+    if graph is not None:
+        result.graph_def = graph
+        if result.rewritten is not None:
+            result.rewritten = dataclasses.replace(result.rewritten, graph_def=graph)
+    return None
 
 
 def _runnable(result, known: dict):

@@ -4,8 +4,7 @@ TF traces a ``tf.function`` once per input signature, and one made with ``reduce
 Keras step function) relaxes the dims that changed between calls to ``None``: ``predict_on_batch`` at
 batch 1 then 32, or ``predict`` whose last batch is partial, runs a function whose data ``_Arg``s have a
 ``None`` batch dim. Grappler hands the hook that body once, before any input exists, so what depends
-on the batch stays in TensorFlow ("dynamic shape"), run unfused (TF's remapper is off while the hook is
-on: ``hook/__init__``). The call itself knows the shapes, though. So while the switch is on, an eager
+on the batch stays in TensorFlow ("dynamic shape"). The call itself knows the shapes, though. So while the switch is on, an eager
 call (``AtomicFunction.call_flat``, wrapped by ``eager_jit.install``) of such a function runs a twin: the
 same FunctionDef with the call's shapes in its data arguments' ``_output_shapes``, registered under
 ``<name>__tfxla_s<hex>`` (``twin_name``: a digest of the shapes) the first time that shape comes, and freed with the function.
