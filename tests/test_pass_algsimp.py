@@ -307,6 +307,13 @@ CASES = [
      "broadcast(c(0)){dimensions={}}))"),
     ("dot_single_product", "x: s8[3], y: s8[5]", "ROOT %r = s32[3,5] dot(%x, %y)", "",
      "multiply(broadcast(convert(x)){dimensions={0}}, broadcast(convert(y)){dimensions={1}})"),
+    ("convolution_of_zero_pad", "x: f32[1,6,6,3], w: f32[3,3,1,3]", """
+        %z = f32[] constant(0)
+        %p = f32[1,7,8,3] pad(%x, %z), padding=0_0x0_1x1_1x0_0
+        ROOT %r = f32[1,3,3,3] convolution(%p, %w), window={size=3x3 stride=2x2 pad=1_0x0_0},
+            dim_labels=b01f_01io->b01f, feature_group_count=3""", "",
+     "convolution(x, w){window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, "
+     "feature_group_count=3}"),
     ("dot_empty_sum", "x: f32[3,0], y: f32[0,4]",
      "ROOT %r = f32[3,4] dot(%x, %y), lhs_contracting_dims={1}, rhs_contracting_dims={0}", "",
      "broadcast(c(0)){dimensions={}}"),
@@ -389,6 +396,27 @@ KEPT = [
         ROOT %r = f16[2] reduce(%x, %z), dimensions={1}, to_apply=%max""", MAX_F32.replace("f32", "f16")),
     ("dot with a contracting dim of size 2", "x: f32[3,2], y: f32[2,4]",
      "ROOT %r = f32[3,4] dot(%x, %y), lhs_contracting_dims={1}, rhs_contracting_dims={0}", ""),
+    ("convolution of a pad of -0 (-0 * w taps)", "x: f32[1,4,4,2], w: f32[3,3,2,2]", """
+        %z = f32[] constant(-0)
+        %p = f32[1,5,5,2] pad(%x, %z), padding=0_0x0_1x0_1x0_0
+        ROOT %r = f32[1,2,2,2] convolution(%p, %w), window={size=3x3 stride=2x2}, dim_labels=b01f_01io->b01f""", ""),
+    ("convolution of a pad with interior padding", "x: f32[1,3,3,2], w: f32[3,3,2,2]", """
+        %z = f32[] constant(0)
+        %p = f32[1,5,5,2] pad(%x, %z), padding=0_0x0_0_1x0_0_1x0_0
+        ROOT %r = f32[1,3,3,2] convolution(%p, %w), window={size=3x3}, dim_labels=b01f_01io->b01f""", ""),
+    ("convolution of a pad of the feature dim", "x: f32[1,4,4,2], w: f32[3,3,3,2]", """
+        %z = f32[] constant(0)
+        %p = f32[1,4,4,3] pad(%x, %z), padding=0_0x0_0x0_0x0_1
+        ROOT %r = f32[1,2,2,2] convolution(%p, %w), window={size=3x3}, dim_labels=b01f_01io->b01f""", ""),
+    ("convolution of a pad of a base-dilated input", "x: f32[1,3,3,2], w: f32[3,3,2,2]", """
+        %z = f32[] constant(0)
+        %p = f32[1,4,4,2] pad(%x, %z), padding=0_0x0_1x0_1x0_0
+        ROOT %r = f32[1,7,7,2] convolution(%p, %w), window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2},
+            dim_labels=b01f_01io->b01f""", ""),
+    ("convolution of a pad of 1", "x: f32[1,4,4,2], w: f32[3,3,2,2]", """
+        %z = f32[] constant(1)
+        %p = f32[1,5,5,2] pad(%x, %z), padding=0_0x0_1x0_1x0_0
+        ROOT %r = f32[1,2,2,2] convolution(%p, %w), window={size=3x3 stride=2x2}, dim_labels=b01f_01io->b01f""", ""),
     ("dynamic-slice with a parameter start", "x: f32[5], i: s32[]",
      "ROOT %r = f32[2] dynamic-slice(%x, %i), dynamic_slice_sizes={2}", ""),
     ("reshape(broadcast) merging two dims larger than 1", "x: f32[3]", """

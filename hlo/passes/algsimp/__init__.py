@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from hlo.ir import HloComputation, HloModule
 from hlo.opcodes import Opcode
 from hlo.passes.algsimp import (  # noqa: F401  (imported for their rule registrations)
-    rules_arith, rules_convert, rules_data, rules_dot, rules_logic, rules_reduce, rules_shape,
+    rules_arith, rules_conv, rules_convert, rules_data, rules_dot, rules_logic, rules_reduce, rules_shape,
 )
 from hlo.passes.algsimp.context import RULES, RewriteContext, Rule, RuleError, all_rules, rule
 from hlo.passes.editor import ComputationEditor
