@@ -218,6 +218,10 @@ NAN_TAILS = {  # (epilogue, post-ops before the loop, whether the loop finishes 
     # the loop reads an operand as large as the result, which may share its buffer: from scratch
     "relu_then_residual": (ZERO + "%m = $T maximum(%x, %z)\nROOT %y = $T add(%p3, %m)", ["bias"], False),
     "max_side": ("ROOT %y = $T maximum(%x, %p3)", ["bias"], False),
+    # TF's MaxPool input: NaN replaced by the lowest float (no post-op, but only once NaN is ruled out)
+    "relu_nan_to_lowest": (RELU_TF + "%lo = f32[] constant(-3.40282347e+38)\n%lob = $T broadcast(%lo), "
+                           "dimensions={}\n%ne = pred[6,16] compare(%r, %r), direction=NE\n"
+                           "ROOT %y = $T select(%ne, %lob, %r)", ["bias"], True),
 }
 
 
@@ -262,7 +266,7 @@ def _init_function(src: str, k: int) -> str:
 FAST_PATHS = {  # NAN_TAILS case -> the post-ops of its guarded fast primitive after the bias
     "relu_tf_select": ["relu"], "relu6_clamp": ["clip"], "min_only": ["clip"], "exp": ["exp"],
     "max_scalar_parameter": ["binary_max"], "relu_then_residual": ["relu", "binary_add"],
-    "scaled_relu": ["binary_mul", "relu"],
+    "scaled_relu": ["binary_mul", "relu"], "relu_nan_to_lowest": ["relu"],
 }
 
 
@@ -314,6 +318,18 @@ def test_nan_from_finite_activations_is_kept(case: str, where: str, hero: str, c
     assert np.isnan(want).sum() >= 6
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True)
+
+
+@pytest.mark.parametrize("hero", ["dot", "conv"])
+def test_nan_replaced_by_lowest_is_not_a_relu_post_op(hero: str, cache) -> None:
+    """TF's MaxPool input, relu then select(x != x, lowest, x): the fast primitive (relu alone) must not run
+    for a NaN weight, where the relu post-op would give 0 and the evaluator gives the lowest float."""
+    exe = compile_text(output_fusion(_for_hero(NAN_TAILS["relu_nan_to_lowest"][0], hero), hero), cache)
+    args = _overflowing_args(exe.module, hero, "weight")
+    got = np.asarray(exe(*args)[0], np.float64)
+    want = np.asarray(hlo.evaluate(exe.module, *args)[0], np.float64)
+    assert (want == np.finfo(np.float32).min).sum() >= 6
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def _special_args(module, hero: str) -> list[np.ndarray]:

@@ -19,7 +19,9 @@ Recognised, bottom-up from the hero (each step must keep the hero's dims and typ
   ``x*logistic(k*x)`` (swish, tf.nn.silu), ``elu`` (select on ``x<0`` of ``expm1(x)``), and gelu in its tanh form
   ``0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))`` and erf form ``0.5*x*(1+erf(x/sqrt(2)))``, with
   products and sums in any order and grouping (patterns below; commutative operands permuted);
-* ``select(k < x, x, k)`` (``clip``): the one max-like form whose NaN result, ``k``, is also oneDNN's.
+* ``select(k < x, x, k)`` (``clip``): the one max-like form whose NaN result, ``k``, is also oneDNN's;
+* with ``exact_nan=False`` only, ``select(x != x, k, x)`` and ``select(x == x, x, k)`` (NaN replaced by a
+  constant, as TF's MaxPool lowering does before the pool): nothing, the accumulator being no NaN.
 
 NaN is kept exactly as the evaluator keeps it. oneDNN's ``relu``, ``clip`` and binary ``max``/``min``
 (x86: ``maxps``/``minps`` with the constant or side operand second) return the bound or the side value
@@ -69,7 +71,7 @@ class EpilogueMatch:
 
 @dataclass(frozen=True)
 class Pat:
-    op: O | str  # an opcode, or "less" (compare LT/LE, GT/GE with swapped operands)
+    op: O | str  # an opcode, "less" (compare LT/LE, GT/GE with swapped operands), "isnan"/"notnan" (x != x, x == x)
     children: tuple = ()
 
 
@@ -145,7 +147,11 @@ NAN_MASKING: dict[O, list[tuple[Pat, object]]] = {
     O.CLAMP: [(p(O.CLAMP, LO, X, HI), _clip(lambda b: b["lo"], lambda b: b["hi"]))],
     O.SELECT: [(p(O.SELECT, p("less", X, K), K, X), _clip(lambda b: b["k"], lambda b: INF)),
                (p(O.SELECT, p("less", K, X), K, X), _clip(lambda b: -INF, lambda b: b["k"])),
-               (p(O.SELECT, p("less", X, K), X, K), _clip(lambda b: -INF, lambda b: b["k"]))],
+               (p(O.SELECT, p("less", X, K), X, K), _clip(lambda b: -INF, lambda b: b["k"])),
+               # NaN replaced by a constant (TF's MaxPool lowering: select(x != x, lowest, x)): no post-op
+               # at all once the accumulator is known not to be NaN
+               (p(O.SELECT, p("isnan", X), K, X), lambda b: ()),
+               (p(O.SELECT, p("notnan", X), X, K), lambda b: ())],
 }
 NAN_MASKING_BINARY = {O.MAXIMUM: ("max", True), O.MINIMUM: ("min", True)}
 
@@ -220,6 +226,11 @@ class _Matcher:
                 if len(terms) == len(pat.children):
                     for perm in itertools.permutations(terms):
                         yield from self._match_all(pat.children, perm, bind)
+            return
+        if pat.op in ("isnan", "notnan"):  # compare(x, x) NE / EQ
+            if inst.opcode is O.COMPARE and inst.operands[0] == inst.operands[1] \
+                    and inst.attr("direction").value == ("NE" if pat.op == "isnan" else "EQ"):
+                yield from self.match(pat.children[0], inst.operands[0], bind)
             return
         if pat.op == "less":
             if inst.opcode is not O.COMPARE:
