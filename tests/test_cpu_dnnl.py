@@ -192,6 +192,24 @@ def test_convolution_configurations(case: str, cache) -> None:
     check_numbers(exe)
 
 
+def test_parameter_weights_are_reordered_again_when_they_change_in_place(cache) -> None:
+    """Reordered weights are reused while the parameter's bytes equal those last reordered (memcmp): weights
+    changed in the same buffer (a variable assigned in place) or passed in another buffer are reordered."""
+    x, w, out, attrs, _ = CONVS["depthwise_multiplier"]
+    exe = compile_text(entry(f"%x = {x} parameter(0)\n%w = {w} parameter(1)",
+                             f"%c = {out} convolution(%x, %w), {attrs}"), cache)
+    assert "memcmp(st_->dnnl0_wcopy" in exe.source
+    a, wt = args_for(exe.module, seed=4)
+    for step in range(4):
+        if step == 2:
+            wt *= -0.5  # same buffer, new values
+        elif step == 3:
+            wt = wt.copy() + 1.0  # another buffer
+        got = exe(a, wt)[0]
+        np.testing.assert_allclose(got, np.asarray(hlo.evaluate(exe.module, a, wt)[0]), rtol=1e-4, atol=1e-4,
+                                   err_msg=f"call {step}")
+
+
 def test_disabled_or_missing_library_uses_the_elemental_loops(cache, monkeypatch, caplog) -> None:
     params, root, _ = DOTS["2d"]
     text = entry(params, root)

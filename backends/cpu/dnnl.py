@@ -21,8 +21,8 @@ memory objects at this call's buffers (``dnnl_memory_set_data_handle``) and
 executes. Invariants: all handles live in ``tfxla_state`` (NULL until created,
 destroyed by ``tfxla_teardown`` whatever point init reached); the CPU engine is
 one per shared object; concurrent calls on one state are safe: the oneDNN work of
-a state (re-pointing the shared memory objects, executing, per-call weight
-reorders into the state's buffer) runs under a mutex in the state.
+a state (re-pointing the shared memory objects, executing, weight reorders
+into the state's buffer when a parameter's weights changed) runs under a mutex in the state.
 """
 
 from __future__ import annotations
@@ -202,9 +202,11 @@ CONV_ARGS = {
 class DnnlPrimitive:
     """A matmul (``conv is None``) or convolution (forward or, by ``prop``, a gradient: ``CONV_ARGS``).
     Weights are used in place when they are a parameter of a matmul, reordered once at init when they
-    are a constant, and reordered per call into the layout oneDNN picks when they are a parameter of a
+    are a constant, and reordered into the layout oneDNN picks when they are a parameter of a
     convolution, unless they are large (``PLAIN_CONV_WEIGHTS_MIN``) and oneDNN runs the same
-    implementation on them in place (chosen at init). A weight gradient's wei slot is an activation
+    implementation on them in place (chosen at init). Such a reorder runs only on a call whose weights
+    differ (memcmp) from a copy of those last reordered, kept in the state with the reordered ones: a
+    variable that changes is reordered on the next call whatever its buffer's address. A weight gradient's wei slot is an activation
     (used in place); its result goes through the layout oneDNN picks and one reorder into dst."""
 
     label: str  # the HLO instruction, for messages
@@ -239,6 +241,8 @@ class DnnlPrimitive:
         n_mem = 4 + len(self.post_ops)
         gen = em.gen
         gen.state_fields.line(f"dnnl_primitive_t {p}_prim, {p}_wre; dnnl_memory_t {p}_m[{n_mem}], {p}_wuser;")
+        if self.weights_mode() == "reorder":  # the weights last reordered, and whether m[1] holds them
+            gen.state_fields.line(f"void* {p}_wcopy; int {p}_wsame;")
         if self.prop == "backward_weights":  # the gradient in oneDNN's layout, reordered into dst
             gen.state_fields.line(f"dnnl_primitive_t {p}_dre; dnnl_memory_t {p}_duser;")
         gen.globals.line(self._init_function(p))
@@ -247,6 +251,8 @@ class DnnlPrimitive:
             gen.teardown_code.line(f"if (st->{p}_prim) dnnl_primitive_destroy(st->{p}_prim);")
             gen.teardown_code.line(f"if (st->{p}_wre) dnnl_primitive_destroy(st->{p}_wre);")
             gen.teardown_code.line(f"if (st->{p}_wuser) dnnl_memory_destroy(st->{p}_wuser);")
+            if self.weights_mode() == "reorder":
+                gen.teardown_code.line(f"free(st->{p}_wcopy);")
             if self.prop == "backward_weights":
                 gen.teardown_code.line(f"if (st->{p}_dre) dnnl_primitive_destroy(st->{p}_dre);")
                 gen.teardown_code.line(f"if (st->{p}_duser) dnnl_memory_destroy(st->{p}_duser);")
@@ -309,11 +315,19 @@ class DnnlPrimitive:
             if mode == "plain":
                 point(f"{p}_m[1]", self.wei.ptr)
             elif mode == "reorder":
+                # Reordered only when they differ from the weights last reordered (a variable mostly stays
+                # the same between calls): a memcmp of the bytes instead of a reorder primitive.
+                n = _span_bytes(self.wei)
+                b.line("int wnew_ = 0;")
                 with b.block(f"if (st_->{p}_wre)"):
-                    point(f"{p}_wuser", self.wei.ptr)
-                    b.line(f"dnnl_exec_arg_t ra_[2] = {{{{DNNL_ARG_FROM, st_->{p}_wuser}}, "
-                           f"{{DNNL_ARG_TO, st_->{p}_m[1]}}}};")
-                    step(f"dnnl_primitive_execute(st_->{p}_wre, st_->dnnl_stream, 2, ra_)")
+                    b.line(f"wnew_ = !st_->{p}_wsame || memcmp(st_->{p}_wcopy, (const void*)({self.wei.ptr}), {n});")
+                    with b.block("if (wnew_)"):
+                        b.line(f"st_->{p}_wsame = 0;")
+                        point(f"{p}_wuser", self.wei.ptr)
+                        b.line(f"dnnl_exec_arg_t ra_[2] = {{{{DNNL_ARG_FROM, st_->{p}_wuser}}, "
+                               f"{{DNNL_ARG_TO, st_->{p}_m[1]}}}};")
+                        step(f"dnnl_primitive_execute(st_->{p}_wre, st_->dnnl_stream, 2, ra_)")
+                        b.line(f"memcpy(st_->{p}_wcopy, (const void*)({self.wei.ptr}), {n});")
                 with b.block("else"):
                     point(f"{p}_m[1]", self.wei.ptr)
             args = [f"{{{role}, st_->{p}_m[{slot}]}}" for role, slot in zip(CONV_ARGS[self.prop], (0, 1, 3))]
@@ -329,6 +343,8 @@ class DnnlPrimitive:
                            f"{{DNNL_ARG_TO, st_->{p}_duser}}}};")
                     step(f"dnnl_primitive_execute(st_->{p}_dre, st_->dnnl_stream, 2, da_)")
             step("dnnl_stream_wait(st_->dnnl_stream)")
+            if mode == "reorder":
+                b.line(f"if (wnew_ && s_ == dnnl_success) st_->{p}_wsame = 1;")
             b.line("pthread_mutex_unlock(&st_->dnnl_mu);")
             if self.alias_scratch is not None and aliased:
                 b.line(f"if (alias_ && s_ == dnnl_success) memcpy((void*)({self.dst.ptr}), dst_, "
@@ -439,6 +455,11 @@ class DnnlPrimitive:
                 check(f"dnnl_memory_create(&st->{p}_wuser, md[1], eng, DNNL_MEMORY_NONE)")
                 check("dnnl_reorder_primitive_desc_create(&rpd, md[1], eng, wmd, eng, NULL)")
                 check(f"dnnl_primitive_create(&st->{p}_wre, rpd)")
+                body.line(f"st->{p}_wcopy = malloc({max(_span_bytes(self.wei), 1)});")
+                with body.block(f"if (!st->{p}_wcopy)"):
+                    body.line(f'snprintf(err, errlen, "oneDNN {what}: out of memory");')
+                    body.line("rc = 1;")
+                    body.line("goto done;")
 
         out = IndentedBuffer()
         with out.block(f"static int tfxla_dnnl_init_{k}(tfxla_state* st, char* err, size_t errlen)"):
@@ -482,6 +503,13 @@ class DnnlPrimitive:
         check(f"dnnl_convolution_forward_primitive_desc_create(&hint, eng, dnnl_forward_training, "
               f"dnnl_convolution_direct, {fwd_src}, md[2], NULL, {fwd_dst}, {win}, NULL)")
         check(create)
+
+
+def _span_bytes(t: Tensor) -> int:
+    """Bytes from ``t.ptr`` covering every element of the view."""
+    if not all(t.dims):
+        return 0
+    return (1 + sum((d - 1) * st for d, st in zip(t.dims, t.strides))) * t.dtype.bit_width // 8
 
 
 def _c_text(s: str) -> str:
