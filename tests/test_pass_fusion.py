@@ -203,6 +203,33 @@ ENTRY %main (a: f32[4,8], w: f32[8,4]) -> f32[4,4] {
            "%s already contains %d1" in fusion.decision_text()
 
 
+def test_the_epilogue_of_a_second_dot_stays_with_that_dot() -> None:
+    """relu(d1 * s + d2 * t) (ResNet's conv block: two batch-normed convolutions summed): d1's fusion takes the
+    sum and the relu, d2's scale is d2's own output fusion (a oneDNN post-op there, a residual in d1's)."""
+    _, fusion = fuse("""
+HloModule two_epilogues
+ENTRY %main (a: f32[4,8], w: f32[8,4], s: f32[4], t: f32[4]) -> f32[4,4] {
+  %a = f32[4,8]{1,0} parameter(0)
+  %w = f32[8,4]{1,0} parameter(1)
+  %s = f32[4]{0} parameter(2)
+  %t = f32[4]{0} parameter(3)
+  %d1 = f32[4,4]{1,0} dot(f32[4,8]{1,0} %a, f32[8,4]{1,0} %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %sb = f32[4,4]{1,0} broadcast(f32[4]{0} %s), dimensions={1}
+  %m1 = f32[4,4]{1,0} multiply(f32[4,4]{1,0} %d1, f32[4,4]{1,0} %sb)
+  %d2 = f32[4,4]{1,0} dot(f32[8,4]{1,0} %w, f32[4,8]{1,0} %a), lhs_contracting_dims={0}, rhs_contracting_dims={1}
+  %tb = f32[4,4]{1,0} broadcast(f32[4]{0} %t), dimensions={1}
+  %m2 = f32[4,4]{1,0} multiply(f32[4,4]{1,0} %d2, f32[4,4]{1,0} %tb)
+  %sum = f32[4,4]{1,0} add(f32[4,4]{1,0} %m1, f32[4,4]{1,0} %m2)
+  %zero = f32[] constant(0)
+  %z = f32[4,4]{1,0} broadcast(f32[] %zero), dimensions={}
+  ROOT %r = f32[4,4]{1,0} maximum(f32[4,4]{1,0} %sum, f32[4,4]{1,0} %z)
+}""")
+    assert sorted(members(fusion).values()) == [("kOutput", ("d1", "sb", "m1", "sum", "zero", "z", "r")),
+                                                ("kOutput", ("d2", "tb", "m2"))]
+    assert "refused producer-consumer %m2 -> %r: %m2 is in the epilogue of dot %d2, which fuses it itself " \
+           "(%r holds %d1)" in fusion.decision_text()
+
+
 # --- producers with several users ----------------------------------------------------------------
 
 SHARED = LESS + """

@@ -18,14 +18,19 @@ cycle. The rules, each recorded with its reason when it refuses:
   expanding broadcast;
 * a dot keeps its operands in memory and fuses only into elementwise
   consumers (output fusion), with no other reduction or dot in the fusion;
+  an output fusion does not take the epilogue of another dot (elementwise work
+  reading it through single-user instructions of its shape): that dot's own
+  output fusion does;
 * size limits from ``FusionOptions``.
 """
 
 from __future__ import annotations
 
+from hlo.ir import HloInstruction
 from hlo.passes.fusion.decisions import PRODUCER_CONSUMER, DecisionLog
 from hlo.passes.fusion.graph import MANY, ROOT, Cluster, FusionGraph, external_operands, union
 from hlo.passes.fusion.policy import OUTPUT_HEROES, REDUCTION_HEROES, FusionOptions, expense, not_fusible_reason, work
+from hlo.shapes import Shape
 
 
 def node_reason(graph: FusionGraph, name: str) -> str | None:
@@ -94,6 +99,43 @@ def dot_reason(graph: FusionGraph, producer: Cluster, consumer: Cluster, merged:
     return None
 
 
+EPILOGUE_DEPTH = 16  # same-shape elementwise instructions followed from a producer to a dot/convolution
+
+
+def epilogue_hero(graph: FusionGraph, producer: Cluster) -> str | None:
+    """The unfused dot/convolution whose elementwise epilogue ``producer`` (a heroless cluster) continues:
+    one with a single user, reached from its operands through same-shape elementwise instructions that
+    have one user each."""
+    dims = producer.shape.dims if isinstance(producer.shape, Shape) else None
+    work, seen = [(o, 0) for o in graph.operands(producer.name)], set()
+    while work:
+        name, depth = work.pop()
+        node = graph.nodes.get(name)
+        if name in seen or not isinstance(node, HloInstruction) or not isinstance(node.shape, Shape) \
+                or node.shape.dims != dims:
+            continue
+        seen.add(name)
+        if node.opcode in OUTPUT_HEROES:
+            return name if len(graph.users[name]) == 1 else None
+        if node.opcode.is_elementwise and len(graph.users[name]) == 1 and depth < EPILOGUE_DEPTH:
+            work += [(o, depth + 1) for o in node.operands]
+    return None
+
+
+def epilogue_reason(graph: FusionGraph, producer: Cluster, consumer: Cluster) -> str | None:
+    """An output fusion does not take the epilogue of another dot/convolution: that one's output fusion does
+    (ResNet's ``relu(bn(conv_a) + bn(conv_b))``: conv_a with its batch norm as post-ops, conv_b with the
+    sum as a residual, instead of conv_a's batch norm in conv_b's elemental loop)."""
+    held = consumer.heroes(OUTPUT_HEROES)
+    if not held or producer.heroes():
+        return None
+    other = epilogue_hero(graph, producer)
+    if other is None:
+        return None
+    return (f"%{producer.name} is in the epilogue of {graph.nodes[other].opcode.text} %{other}, which fuses it "
+            f"itself (%{consumer.name} holds %{held[0]})")
+
+
 def pair_reason(graph: FusionGraph, producer: str, consumer: str, options: FusionOptions) -> str | None:
     """Why ``producer`` cannot fuse into ``consumer``, ignoring the producer's other users."""
     why = node_reason(graph, consumer)
@@ -104,8 +146,8 @@ def pair_reason(graph: FusionGraph, producer: str, consumer: str, options: Fusio
         return f"producer %{producer} {why}"
     pc, cc = graph.cluster_of(producer), graph.cluster_of(consumer)
     merged = union(cc, pc)
-    return (dot_reason(graph, pc, cc, merged) or recompute_reason(graph, pc, merged, consumer)
-            or size_reason(graph, merged, options))
+    return (dot_reason(graph, pc, cc, merged) or epilogue_reason(graph, pc, cc)
+            or recompute_reason(graph, pc, merged, consumer) or size_reason(graph, merged, options))
 
 
 class LoopFusion:
