@@ -12,6 +12,7 @@ import hlo
 import backends.cpu as cpu
 from backends.cpu.codegen import generate
 from backends.cpu.pipeline import optimize
+from backends.cpu.vmath import VMATH_C
 from hlo.annotations import ROW_PROGRAM, RowRole
 
 _REDUCERS = """
@@ -188,3 +189,38 @@ def test_a_group_reading_outside_its_row_is_emitted_member_by_member() -> None:
 def test_a_single_row_is_left_to_the_generic_loops() -> None:
     """One row offers no rows to split: the generic loops split its reductions over columns instead."""
     assert roles(optimize(hlo.parse_module(softmax_hlo((1, 5000))))) == []
+
+
+def test_softmax_exp_is_the_nonpositive_exp() -> None:
+    """exp(x - max(x)): its argument is <= 0 (or NaN), so the kernel calls ``tfxla_vexpf_nonpos``."""
+    source = generate(optimize(hlo.parse_module(softmax_hlo((37, 1000))))).source
+    body = source.split(VMATH_C)[-1]  # the kernels, not the prelude
+    assert "tfxla_vexpf_nonpos(" in body and "tfxla_vexpf(" not in body
+
+
+# exp(x - max(y)) with y another array: x - max(y) may be positive (here up to 85, where the non-positive exp's
+# one-step scaling would be wrong), so the generic exp stays.
+EXP_MINUS_MAX_OF_ANOTHER = f"""HloModule exp_minus_max_of_another
+{_REDUCERS}
+ENTRY main {{
+  x = f32[16,300] parameter(0)
+  y = f32[16,300] parameter(1)
+  ninf = f32[] constant(-inf)
+  m = f32[16] reduce(y, ninf), dimensions={{1}}, to_apply=max
+  mb = f32[16,300] broadcast(m), dimensions={{0}}
+  s = f32[16,300] subtract(x, mb)
+  ROOT e = f32[16,300] exponential(s)
+}}
+"""
+
+
+def test_exp_minus_the_max_of_another_array_keeps_the_generic_exp() -> None:
+    rng = np.random.default_rng(17)
+    x = np.minimum(rng.standard_normal((16, 300)) + 83, 87).astype(np.float32)  # x - max(y) up to ~85
+    y = rng.standard_normal((16, 300)).astype(np.float32)
+    module, exe, got = compile_and_run(EXP_MINUS_MAX_OF_ANOTHER, x, y)
+    assert roles(module) and "row program over [16, 300]" in exe.source
+    assert "tfxla_vexpf(" in exe.source.split(VMATH_C)[-1]
+    assert "tfxla_vexpf_nonpos(" not in exe.source.split(VMATH_C)[-1]
+    (want,) = hlo.evaluate(hlo.parse_module(EXP_MINUS_MAX_OF_ANOTHER), x, y)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
