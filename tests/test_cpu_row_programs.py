@@ -224,3 +224,32 @@ def test_exp_minus_the_max_of_another_array_keeps_the_generic_exp() -> None:
     assert "tfxla_vexpf_nonpos(" not in exe.source.split(VMATH_C)[-1]
     (want,) = hlo.evaluate(hlo.parse_module(EXP_MINUS_MAX_OF_ANOTHER), x, y)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
+
+
+LOG_SOFTMAX = f"""HloModule log_softmax
+{_REDUCERS}
+ENTRY main {{
+  x = f32[20,700] parameter(0)
+  ninf = f32[] constant(-inf)
+  zero = f32[] constant(0)
+  m = f32[20] reduce(x, ninf), dimensions={{1}}, to_apply=max
+  mb = f32[20,700] broadcast(m), dimensions={{0}}
+  s = f32[20,700] subtract(x, mb)
+  e = f32[20,700] exponential(s)
+  t = f32[20] reduce(e, zero), dimensions={{1}}, to_apply=add
+  tb = f32[20,700] broadcast(t), dimensions={{0}}
+  l = f32[20,700] log(tb)
+  ROOT y = f32[20,700] subtract(s, l)
+}}
+"""
+
+
+def test_log_softmax_sums_the_nonpositive_exp() -> None:
+    """Log softmax's exp(x - max) is inside its sum's fusion (a reduce member): the same exp."""
+    x = (np.random.default_rng(19).standard_normal((20, 700)) * 6).astype(np.float32)
+    x[2, 5], x[3, :], x[4, 9] = np.nan, -np.inf, -np.inf
+    module, exe, got = compile_and_run(LOG_SOFTMAX, x)
+    assert "row program over [20, 700]" in exe.source
+    assert "tfxla_vexpf_nonpos(" in exe.source.split(VMATH_C)[-1]
+    (want,) = hlo.evaluate(hlo.parse_module(LOG_SOFTMAX), x)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)

@@ -253,6 +253,7 @@ class _Group:
         acc = None
         if then is not None:
             em2, root2 = self.emitter(then, buf)
+            self.nonpositive_exps(then, em2)
             red = em2.comp[then.attr(ROW_PROGRAM).reduce]
             acc = _accumulation(em2, red)
             if acc is None:
@@ -281,6 +282,7 @@ class _Group:
     def reduce_or_row(self, inst: HloInstruction) -> None:
         buf = self.body
         em, root = self.emitter(inst, buf)
+        self.nonpositive_exps(inst, em)  # (log softmax's sum of exp(x - max))
         if inst.attr(ROW_PROGRAM).role is RowRole.REDUCE:
             red = em.comp[inst.attr(ROW_PROGRAM).reduce]
             acc = _accumulation(em, red)
