@@ -21,8 +21,10 @@ the read ran), so it is made only where the two values are the same:
 Folding one read: the launch's input becomes the handle and its ``Tin`` entry ``DT_RESOURCE``; the
 read's control inputs become the launch's; a node with a control input from the read (TF's automatic
 control dependencies put one on each later write) waits on the launch instead. A read with another data
-consumer, or one in ``keep`` (a fetch, a preserved node), stays for them (the nodes waiting on it then
-wait on both). Launches are taken in GraphDef order and their inputs in order, so the result depends
+consumer, or a tensor fetch in ``keep``, stays for them (the nodes waiting on it then wait on both); a
+read that is only a target (``^read`` in ``keep``: a function's control output, which Grappler must
+preserve; TF's automatic control dependencies make each variable's last read one) becomes a ``NoOp`` of
+its name waiting on the launch, as ``rewrite`` keeps a fetched clustered node. Launches are taken in GraphDef order and their inputs in order, so the result depends
 only on the GraphDef; the GraphDef given is not changed.
 """
 
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Iterable
 from graph_passes._graph import GraphIndex, device_key
 from graph_passes.forward_variables import DT_RESOURCE, READ, _is_handle, _may_alias
 from graph_passes.rewrite import LAUNCH_OP
-from hlo.lowering.tensor_names import canonical, control, data_inputs, node_name, parse_input
+from hlo.lowering.tensor_names import canonical, control, data_inputs, is_control, node_name, parse_input
 
 if TYPE_CHECKING:
     from graph_passes.rewrite import RewriteResult
@@ -51,7 +53,8 @@ ALIASES = frozenset({"Identity", "IdentityN", "Snapshot", "Enter", "Exit", "Swit
 class ReadsResult:
     graph_def: object
     folded: list[tuple[str, int, str]] = field(default_factory=list)  # (launch, argument index, read), in order
-    removed: list[str] = field(default_factory=list)  # reads nothing else needed, GraphDef order
+    removed: list[str] = field(default_factory=list)  # reads gone from the graph, GraphDef order
+    targets: list[str] = field(default_factory=list)  # reads that became a NoOp of their name, GraphDef order
     kept: dict[str, str] = field(default_factory=dict)  # read feeding a launch -> why it was not folded
 
 
@@ -143,8 +146,9 @@ def _refusal(index: GraphIndex, variables: _Variables, launch, read, before: set
 
 def fold_launch_reads(graph_def, keep: Iterable[str] = (), launch_op: str = LAUNCH_OP) -> ReadsResult:
     """``graph_def`` with every launch input that is a safe-to-fold variable read replaced by the variable's
-    handle (module docstring); ``keep``: node names (or tensor names) that must stay in the graph."""
-    kept_names = {node_name(k) for k in keep}
+    handle (module docstring); ``keep``: fetches that must stay valid, ``^node`` (a target: a ``NoOp`` may take
+    its name) or a tensor name (the node stays as it is)."""
+    kept_names = {node_name(k): is_control(k) for k in keep}
     result = ReadsResult(graph_def)
     out = graph_def
     removed: set[str] = set()
@@ -169,13 +173,15 @@ def fold_launch_reads(graph_def, keep: Iterable[str] = (), launch_op: str = LAUN
             out, gone = _apply(out, index, launch_name, folds, kept_names, result)
             removed |= gone
     result.graph_def = out
-    result.removed = [n.name for n in graph_def.node if n.name in removed]
+    present = {n.name: n.op for n in out.node}
+    result.removed = [n.name for n in graph_def.node if n.name in removed and n.name not in present]
+    result.targets = [n.name for n in graph_def.node if n.name in removed and n.name in present]
     return result
 
 
-def _apply(graph_def, index: GraphIndex, launch_name: str, folds: list, keep: set[str],
+def _apply(graph_def, index: GraphIndex, launch_name: str, folds: list, keep: dict[str, bool],
            result: ReadsResult) -> tuple[object, set[str]]:
-    """(new GraphDef, reads removed): ``graph_def`` (``index`` is its view) with ``folds`` ((argument index,
+    """(new GraphDef, reads removed or made NoOps): ``graph_def`` (``index`` is its view) with ``folds`` ((argument index,
     read) pairs) folded into its launch ``launch_name``."""
     out = type(graph_def)()
     out.CopyFrom(graph_def)
@@ -191,7 +197,7 @@ def _apply(graph_def, index: GraphIndex, launch_name: str, folds: list, keep: se
     del launch.input[:]
     launch.input.extend(data)
     still_read = {node_name(t) for n in out.node for t in data_inputs(n.input)}
-    gone = {read.name for _, read in folds if read.name not in still_read and read.name not in keep}
+    gone = {read.name for _, read in folds if read.name not in still_read and keep.get(read.name, True)}
     controls = [c for c in controls if c != control(launch_name) and c[1:] not in gone]
     launch.input.extend(controls)
     waiting: dict[str, set[str]] = {}  # node -> the folded reads it has a control input from
@@ -211,7 +217,11 @@ def _apply(graph_def, index: GraphIndex, launch_name: str, folds: list, keep: se
     new = type(out)()
     new.CopyFrom(out)
     del new.node[:]
-    new.node.extend(n for n in out.node if n.name not in gone)
+    for node in out.node:
+        if node.name not in gone:
+            new.node.append(node)
+        elif node.name in keep:  # a target: a NoOp of its name
+            new.node.add(name=node.name, op="NoOp", input=[control(launch_name)], device=node.device)
     return new, gone
 
 

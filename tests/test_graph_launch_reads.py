@@ -110,9 +110,14 @@ def test_a_read_with_another_consumer_stays_for_it_and_is_still_folded() -> None
     assert list(got["w"].input) == ["v", "L", "^r", "^L"]  # waits on the read (kept) and on the launch
 
 
-def test_a_kept_node_stays() -> None:
-    result = fold_launch_reads(graph(STEP), keep=["^r"])
-    assert result.folded == [("L", 0, "r")] and "r" in nodes(result.graph_def)
+def test_a_fetched_read_stays_and_a_target_becomes_a_noop() -> None:
+    result = fold_launch_reads(graph(STEP), keep=["r:0"])
+    assert result.folded == [("L", 0, "r")] and nodes(result.graph_def)["r"].op == "ReadVariableOp"
+    result = fold_launch_reads(graph(STEP), keep=["^r"])  # a function's control output: its name must stay
+    got = nodes(result.graph_def)
+    assert (got["r"].op, list(got["r"].input)) == ("NoOp", ["^L"])
+    assert result.targets == ["r"] and result.removed == []
+    assert list(got["w"].input) == ["v", "L", "^L"]
 
 
 def test_two_reads_and_one_read_in_two_slots() -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from graph_passes.launch_reads import fold_rewrite
 from graph_passes.pipeline import ClusteringResult, analyze, rewrite
 from graph_passes.rewrite import LAUNCH_OP, LaunchSpec, RewriteResult, is_stateful, reachable, standard_attrs
 from hlo.lowering.tensor_names import control, node_name
@@ -92,7 +93,7 @@ def rewrite_body(graph_def, preserve: Sequence[str], flags: Flags, *, must_compi
         c = by_name[spec.name]
         return LaunchSpec(standard_attrs(spec, kernel_hash=c.kernel_hash), kernel_path=c.kernel_path)
 
-    rewritten = rewrite(analysis, launch)
+    rewritten = fold_rewrite(rewrite(analysis, launch), keep=fetches)  # variable reads inside the launches
     keep_alive(graph_def, rewritten.graph_def, fetches)
     return BodyResult(rewritten.graph_def, analysis=analysis, clusters=compiled, released=released, rewritten=rewritten)
 
