@@ -14,13 +14,14 @@ the read ran), so it is made only where the two values are the same:
 - every write of the variable (any op on the handle but the readers in ``READERS``) that the launch
   waits on ran before the read, and every other write is ordered after the launch once the read's
   control edges move (below): otherwise the fold is refused (``ReadsResult.kept`` says why);
-- no node with a control input from the read is one the launch waits on (moving the edge would make a
-  cycle);
 - the read has no ``_class`` colocation or device other than the launch's.
 
 Folding one read: the launch's input becomes the handle and its ``Tin`` entry ``DT_RESOURCE``; the
 read's control inputs become the launch's; a node with a control input from the read (TF's automatic
-control dependencies put one on each later write) waits on the launch instead. A read with another data
+control dependencies put one on each later write) waits on the launch instead, or, when the launch waits
+on it (a ``tf.function``'s output ``NoOp`` that waits on every read: moved to the launch by the rewrite),
+on what the read waited on (a write of the variable among what the launch waits on is refused above,
+so what it orders is ordered still). A read with another data
 consumer, or a tensor fetch in ``keep``, stays for them (the nodes waiting on it then wait on both); a
 read that is only a target (``^read`` in ``keep``: a function's control output, which Grappler must
 preserve; TF's automatic control dependencies make each variable's last read one) becomes a ``NoOp`` of
@@ -129,17 +130,14 @@ def _refusal(index: GraphIndex, variables: _Variables, launch, read, before: set
         return "it has a colocation (_class) the launch does not"
     if device_key(read.device) != device_key(launch.device):
         return f"it is on device '{read.device}', the launch on '{launch.device}'"
-    waiting = index.control_out[read.name]
-    cycle = next((c for c in waiting if c in before), None)
-    if cycle is not None:
-        return f"the launch waits on '{cycle}', which waits on the read"
+    after = [c for c in index.control_out[read.name] if c not in before]  # they will wait on the launch
     earlier: set[str] | None = None  # the read's ancestors, when a write the launch waits on needs them
     for w in variables.writes[handle.node]:
         if w in before:
             earlier = _ancestors(index, read.name) if earlier is None else earlier
             if w not in earlier:
                 return f"the launch waits on '{w}', which may write the variable after the read"
-        if w not in before and not _reaches(index, [launch.name, *waiting], w):
+        if w not in before and not _reaches(index, [launch.name, *after], w):
             return f"'{w}' may write the variable before the launch runs"
     return ""
 
@@ -170,7 +168,7 @@ def fold_launch_reads(graph_def, keep: Iterable[str] = (), launch_op: str = LAUN
             else:
                 folds.append((k, read))
         if folds:
-            out, gone = _apply(out, index, launch_name, folds, kept_names, result)
+            out, gone = _apply(out, index, launch_name, folds, before, kept_names, result)
             removed |= gone
     result.graph_def = out
     present = {n.name: n.op for n in out.node}
@@ -179,7 +177,7 @@ def fold_launch_reads(graph_def, keep: Iterable[str] = (), launch_op: str = LAUN
     return result
 
 
-def _apply(graph_def, index: GraphIndex, launch_name: str, folds: list, keep: dict[str, bool],
+def _apply(graph_def, index: GraphIndex, launch_name: str, folds: list, before: set[str], keep: dict[str, bool],
            result: ReadsResult) -> tuple[object, set[str]]:
     """(new GraphDef, reads removed or made NoOps): ``graph_def`` (``index`` is its view) with ``folds`` ((argument index,
     read) pairs) folded into its launch ``launch_name``."""
@@ -200,16 +198,21 @@ def _apply(graph_def, index: GraphIndex, launch_name: str, folds: list, keep: di
     gone = {read.name for _, read in folds if read.name not in still_read and keep.get(read.name, True)}
     controls = [c for c in controls if c != control(launch_name) and c[1:] not in gone]
     launch.input.extend(controls)
-    waiting: dict[str, set[str]] = {}  # node -> the folded reads it has a control input from
+    waiting: dict[str, list] = {}  # node -> the folded reads it has a control input from
     for _, read in folds:
         for c in index.control_out[read.name]:
             if c != launch_name:
-                waiting.setdefault(c, set()).add(read.name)
+                waiting.setdefault(c, []).append(read)
     for node in out.node:
-        if node.name not in waiting:
+        reads = waiting.get(node.name)
+        if not reads:
             continue
-        dropped = {control(r) for r in waiting[node.name] & gone}
-        inputs = list(dict.fromkeys([*(i for i in node.input if i not in dropped), control(launch_name)]))
+        if node.name in before:  # the launch waits on it: it waits on what the reads waited on instead
+            added = [i for r in reads if r.name in gone for i in r.input if i.startswith("^")]
+        else:
+            added = [control(launch_name)]
+        dropped = {control(r.name) for r in reads if r.name in gone}
+        inputs = list(dict.fromkeys([*(i for i in node.input if i not in dropped), *added]))
         del node.input[:]
         node.input.extend(inputs)
     if not gone:

@@ -61,8 +61,23 @@ def test_refused_when_the_launch_depends_on_a_later_write() -> None:
     ])
     result = fold_launch_reads(gd)
     assert result.folded == []
-    assert result.kept == {"r": "the launch waits on 'w', which waits on the read"}
+    assert result.kept == {"r": "the launch waits on 'w', which may write the variable after the read"}
     assert result.graph_def.SerializeToString() == gd.SerializeToString()
+
+
+def test_a_node_the_launch_waits_on_waits_on_what_the_read_waited_on() -> None:
+    # a tf.function's outputs wait on a NoOp that waits on every read; the rewrite moved that edge to the launch
+    gd = graph([
+        ("v", "VarHandleOp", []),
+        ("p", "Const", []),
+        ("r", "ReadVariableOp", ["v", "^p"]),
+        ("n", "NoOp", ["^r"]),
+        ("L", "TfxlaLaunch", ["p", "r", "^n", "^r"]),
+    ])
+    got = nodes(fold_launch_reads(gd).graph_def)
+    assert list(got["n"].input) == ["^p"]
+    assert list(got["L"].input) == ["p", "v:0", "^n", "^p"]
+    GraphIndex(got.values())
 
 
 def test_refused_when_the_launch_waits_on_a_write_not_ordered_after_the_read() -> None:

@@ -82,6 +82,7 @@ def test_wrapped_model_keeps_the_signature_and_matches(wrapped, style, tmp_path)
     ops = {n.op for n in sig.graph.as_graph_def().node} | {
         n.op for f in sig.graph.as_graph_def().library.function for n in f.node_def}
     assert "TfxlaLaunch" in ops and "MatMul" not in ops
+    assert "ReadVariableOp" not in ops  # the launch reads the variables itself (graph_passes/launch_reads.py)
     for n in BATCHES:
         got, want = _call(sig, _inputs(n)), _call(original, _inputs(n))
         for k in want:

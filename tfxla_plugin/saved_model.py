@@ -36,6 +36,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
+from graph_passes.launch_reads import fold_launch_reads
 from graph_passes.pipeline import batched_inputs, summary_json
 from tfxla_plugin.batch_tiling import symbolic_dims_needed
 import backends
@@ -192,9 +193,12 @@ def _launch_attrs(gd, sig: CompiledSignature, files: dict[str, dict], features: 
 
 def launch_graph(sig: CompiledSignature, files: dict[str, dict], features: Sequence[str], backend: Backend,
                  strip_graphs: bool = False):
-    """A copy of ``sig``'s rewritten GraphDef whose launch nodes record their kernels (``_launch_attrs``)."""
+    """A copy of ``sig``'s rewritten GraphDef whose launch nodes record their kernels (``_launch_attrs``) and read
+    their variables themselves (``graph_passes.launch_reads``)."""
+    graph = sig.cf.graph
+    fetches = [t.name for t in graph.outputs] + [f"^{op.name}" for op in graph.control_outputs]
     gd = tf.compat.v1.GraphDef()
-    gd.CopyFrom(sig.compiled.rewritten.graph_def)
+    gd.CopyFrom(fold_launch_reads(sig.compiled.rewritten.graph_def, keep=fetches).graph_def)
     _launch_attrs(gd, sig, files, features, strip_graphs=strip_graphs, backend=backend)
     return gd
 
