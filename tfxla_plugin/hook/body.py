@@ -8,7 +8,9 @@ callback hands over its own body in functional form with its library instead: ``
 ``rewrite_body`` runs the same graph
 passes as ``tfxla_plugin.function`` (``graph_passes.pipeline.analyze``: inline, forward variables,
 mark, cluster, extract), compiles every cluster through the kernel cache
-(``compiled_graph.compile_clusters``) and replaces each by one launch node (``pipeline.rewrite``). The
+(``compiled_graph.compile_clusters``) and replaces each by one launch node (``pipeline.rewrite``), which
+then reads its variables through their handles (``graph_passes.launch_reads``: no ``ReadVariableOp`` per
+variable for TF's executor to run). The
 nodes Grappler must preserve (fetches, control outputs) and every ``_Arg``/``_Retval`` are the
 fetches, so they keep their names; a variable's write that only a forwarded read kept running is tied
 to the ``_Retval``s (``keep_alive``). A node whose shapes are not static stays in TensorFlow ("dynamic
