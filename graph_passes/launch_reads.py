@@ -105,22 +105,21 @@ def _ancestors(index: GraphIndex, name: str) -> set[str]:
     return seen
 
 
-def _reaches(index: GraphIndex, sources: Iterable[str], target: str) -> bool:
-    """Whether ``target`` is one of ``sources`` or a descendant of one (data and control edges)."""
+def _descendants(index: GraphIndex, sources: Iterable[str]) -> set[str]:
+    """``sources`` and every node that depends on one of them (data and control edges)."""
     seen: set[str] = set()
     work = list(sources)
     while work:
         n = work.pop()
-        if n == target:
-            return True
         if n not in seen:
             seen.add(n)
             work.extend(index.successors(n))
-    return False
+    return seen
 
 
-def _refusal(index: GraphIndex, variables: _Variables, launch, read, before: set[str]) -> str:
-    """Why ``read`` may not be folded into ``launch`` ("" when it may); ``before``: the launch's ancestors."""
+def _refusal(index: GraphIndex, variables: _Variables, launch, read, before: set[str], later: set[str]) -> str:
+    """Why ``read`` may not be folded into ``launch`` ("" when it may); ``before``: the launch's ancestors,
+    ``later``: the launch and its descendants."""
     handle = parse_input(read.input[0])
     if handle.output != 0 or not _is_handle(index.by_name[handle.node]):
         return "its handle is not a variable's (VarHandleOp, resource _Arg or Placeholder)"
@@ -137,7 +136,7 @@ def _refusal(index: GraphIndex, variables: _Variables, launch, read, before: set
             earlier = _ancestors(index, read.name) if earlier is None else earlier
             if w not in earlier:
                 return f"the launch waits on '{w}', which may write the variable after the read"
-        if w not in before and not _reaches(index, [launch.name, *after], w):
+        if w not in before and w not in later and w not in _descendants(index, after):
             return f"'{w}' may write the variable before the launch runs"
     return ""
 
@@ -154,7 +153,7 @@ def fold_launch_reads(graph_def, keep: Iterable[str] = (), launch_op: str = LAUN
         index = GraphIndex(out.node)  # the graph as the launches before this one left it (read only)
         variables = _variables(index)
         launch = index.by_name[launch_name]
-        before = _ancestors(index, launch_name)
+        before, later = _ancestors(index, launch_name), _descendants(index, [launch_name])
         tin = launch.attr["Tin"].list.type
         folds: list[tuple[int, object]] = []
         for k, text in enumerate(data_inputs(launch.input)[1:]):  # input 0: the kernel path
@@ -162,7 +161,7 @@ def fold_launch_reads(graph_def, keep: Iterable[str] = (), launch_op: str = LAUN
             read = index.by_name[src.node]
             if read.op != READ or src.output != 0 or k >= len(tin) or tin[k] == DT_RESOURCE:
                 continue
-            why = _refusal(index, variables, launch, read, before)
+            why = _refusal(index, variables, launch, read, before, later)
             if why:
                 result.kept[read.name] = why
             else:
