@@ -19,14 +19,14 @@ the read ran), so it is made only where the two values are the same:
 Folding one read: the launch's input becomes the handle and its ``Tin`` entry ``DT_RESOURCE``; the
 read's control inputs become the launch's; a node with a control input from the read (TF's automatic
 control dependencies put one on each later write) waits on the launch instead, or, when the launch waits
-on it (a ``tf.function``'s output ``NoOp`` that waits on every read: moved to the launch by the rewrite),
-on what the read waited on (a write of the variable among what the launch waits on is refused above,
-so what it orders is ordered still). A read with another data
-consumer, or a tensor fetch in ``keep``, stays for them (the nodes waiting on it then wait on both); a
-read that is only a target (``^read`` in ``keep``: a function's control output, which Grappler must
-preserve; TF's automatic control dependencies make each variable's last read one) becomes a ``NoOp`` of
-its name waiting on the launch, as ``rewrite`` keeps a fetched clustered node. Launches are taken in GraphDef order and their inputs in order, so the result depends
-only on the GraphDef; the GraphDef given is not changed.
+on it (a ``tf.function``'s output ``NoOp`` waits on every read, and the rewrite moved that edge to the
+launch), on what the read waited on (a write of the variable among what the launch waits on is refused
+above, so what it ordered stays ordered). A read with another data consumer, or a tensor fetch in
+``keep``, stays for them (the nodes waiting on it then wait on both); a read that is only a target
+(``^read`` in ``keep``: a function's control output, which Grappler must preserve; TF's automatic control
+dependencies make each variable's last read one) becomes a ``NoOp`` of its name waiting on the launch, as
+``rewrite`` keeps a fetched clustered node. Launches are taken in GraphDef order and their inputs in
+order, so the result depends only on the GraphDef; the GraphDef given is not changed.
 """
 
 from __future__ import annotations
@@ -79,7 +79,13 @@ def _variables(index: GraphIndex) -> _Variables:
             refused[node.name] = f"its handle is passed on by {alias.op} '{alias.name}'"
             continue
         writes[node.name] = [u.name for u in users if u.op not in READERS]
-    shared = {node_name(t) for t in _may_alias(GraphIndex(_copy(index.nodes)))} & set(writes)  # it adds attrs
+    shared = {node_name(t) for t in _may_alias(GraphIndex(_copy(index.nodes)))}  # (a copy: it adds attrs)
+    passed_on = sorted(shared & set(refused))
+    for h in sorted(shared - set(refused)):
+        if passed_on:  # the writes through that alias are not seen: none of them is a plain variable
+            refused[h] = f"it may be the variable of '{passed_on[0]}', whose handle is passed on"
+            del writes[h]
+    shared -= set(refused)
     every = sorted({w for h in shared for w in writes[h]}, key=index.position.__getitem__)
     for h in shared:  # a variable that may be another _Arg's: that one's writes are its writes too
         writes[h] = every
@@ -186,10 +192,10 @@ def _apply(graph_def, index: GraphIndex, launch_name: str, folds: list, before: 
     args = {k: read for k, read in folds}
     data = [text if args.get(pos - 1) is None else canonical(args[pos - 1].input[0])
             for pos, text in enumerate(data_inputs(launch.input))]
-    controls = dict.fromkeys(i for i in launch.input if i.startswith("^"))
+    controls = dict.fromkeys(i for i in launch.input if is_control(i))
     for k, read in folds:
         launch.attr["Tin"].list.type[k] = DT_RESOURCE
-        controls.update(dict.fromkeys(i for i in read.input if i.startswith("^")))
+        controls.update(dict.fromkeys(i for i in read.input if is_control(i)))
         result.folded.append((launch_name, k, read.name))
     del launch.input[:]
     launch.input.extend(data)
@@ -207,7 +213,7 @@ def _apply(graph_def, index: GraphIndex, launch_name: str, folds: list, before: 
         if not reads:
             continue
         if node.name in before:  # the launch waits on it: it waits on what the reads waited on instead
-            added = [i for r in reads if r.name in gone for i in r.input if i.startswith("^")]
+            added = [i for r in reads if r.name in gone for i in r.input if is_control(i)]
         else:
             added = [control(launch_name)]
         dropped = {control(r.name) for r in reads if r.name in gone}
@@ -241,7 +247,7 @@ def fold_rewrite(rewritten: RewriteResult, keep: Iterable[str] = ()) -> RewriteR
             launches[cluster] = record
             continue
         inputs = tuple(canonical(t) for t in data_inputs(node.input)[1:])
-        controls = tuple(node_name(i) for i in node.input if i.startswith("^"))
+        controls = tuple(node_name(i) for i in node.input if is_control(i))
         launches[cluster] = dataclasses.replace(record, inputs=inputs, control_inputs=controls)
     return dataclasses.replace(rewritten, graph_def=folded.graph_def, removed=[*rewritten.removed, *folded.removed],
                                launches=launches)

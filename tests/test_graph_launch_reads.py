@@ -171,3 +171,31 @@ def test_a_read_on_another_device_or_colocated_stays() -> None:
     gd = graph(STEP)
     nodes(gd)["r"].attr["_class"].list.s.append(b"loc:@v")
     assert fold_launch_reads(gd).kept == {"r": "it has a colocation (_class) the launch does not"}
+
+
+def _resource_arg(gd, name: str, specified: str) -> None:
+    node = nodes(gd)[name]
+    node.attr["T"].type = DT_RESOURCE
+    node.attr["_handle_dtypes"].list.type.append(F32)
+    node.attr["_handle_shapes"].list.shape.add().dim.add(size=4)
+    node.attr["_user_specified_name"].s = specified.encode()
+
+
+def test_the_writes_of_an_arg_that_may_be_the_same_variable_count() -> None:
+    # a and b are arguments of one dtype and shape: the caller may pass one variable twice
+    spec = [
+        ("a", "_Arg", []),
+        ("b", "_Arg", []),
+        ("p", "Const", []),
+        ("r", "ReadVariableOp", ["a"]),
+        ("L", "TfxlaLaunch", ["p", "r"]),
+        ("w", "AssignVariableOp", ["b", "p"]),  # ordered with nothing
+    ]
+    gd = graph(spec)
+    _resource_arg(gd, "a", "a")
+    _resource_arg(gd, "b", "b")
+    assert fold_launch_reads(gd).kept == {"r": "'w' may write the variable before the launch runs"}
+    gd = graph(spec)
+    _resource_arg(gd, "a", "resource")  # two captures: two variables
+    _resource_arg(gd, "b", "resource")
+    assert fold_launch_reads(gd).folded == [("L", 0, "r")]
