@@ -32,7 +32,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from hlo.ir import HloModule
@@ -130,6 +130,23 @@ class BackendBase:
 
     def target_features(self) -> tuple[str, ...]:
         return ()
+
+    # Kernel plans (``tfxla_plugin/kernel_plan.py``): a backend that can rebuild its ``Executable`` from a
+    # record, without its pipeline or codegen, says what besides the HLO and the generator decides it.
+    def plan_facts(self) -> tuple[str, ...] | None:
+        """What decides this backend's kernels besides the module and the generator's sources (compiler
+        identity, target, libraries): part of a plan's key. None: this backend keeps no plans."""
+        return None
+
+    def kernel_record(self, kernel: Executable) -> dict:
+        """A JSON-able record of ``kernel`` from which ``restore`` rebuilds it."""
+        raise NotImplementedError(f"backend {self.name} keeps no kernel plans")
+
+    def restore(self, record: dict, module: "HloModule | Callable[[], HloModule]",
+                options: CompileOptions | None = None) -> Executable:
+        """The ``Executable`` ``record`` (``kernel_record``) describes, for ``module`` as optimized (or a
+        function returning it, called when the module is first needed)."""
+        raise NotImplementedError(f"backend {self.name} keeps no kernel plans")
 
     def __repr__(self) -> str:
         return f"<backend {self.name}>"
