@@ -56,6 +56,7 @@ _loaded: dict[str, "Backend"] = {}
 class CompileOptions:
     cache_dir: str | None = None  # the kernel cache (None: ``backends.kernel_cache.default_cache_dir``)
     prepared: bool = False  # the module went through ``pipeline`` or ``prepare``: compile runs no pass
+    jobs: int = 1  # native compiler jobs for this kernel (``toolchain.CompilerOptions.jobs``), where it has any
 
 
 @dataclass(frozen=True)

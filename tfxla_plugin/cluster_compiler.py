@@ -160,7 +160,7 @@ class _Dumper:
             self.write(f"{next(self._steps):04d}.after_{_dump_name(pass_name)}.txt", module.to_text())
 
 
-def _optimize_and_generate(module: HloModule, backend: Backend, flags: Flags,
+def _optimize_and_generate(module: HloModule, backend: Backend, flags: Flags, options: CompileOptions,
                            dumper: _Dumper | None) -> kernel_plan.Plan:
     """The backend's pipeline (or its kernel-shape passes alone, ``--optimize=false``) and its kernel."""
     fusion = None
@@ -169,14 +169,21 @@ def _optimize_and_generate(module: HloModule, backend: Backend, flags: Flags,
         optimized, fusion = optimize_with_decisions(module, backend, dump)
     else:  # the backend's kernel-shape passes choose its kernels: not an optimization to skip
         optimized = backend.prepare(module, dump=dump)
-    kernel = backend.compile(dataclasses.replace(optimized, name=KERNEL_MODULE_NAME),
-                             CompileOptions(cache_dir=flags.cache_dir, prepared=True))
+    kernel = backend.compile(dataclasses.replace(optimized, name=KERNEL_MODULE_NAME), options)
     return kernel_plan.Plan.made(optimized, tuple(fusion.decisions) if fusion is not None else (),
                                  tuple(fusion.fusions) if fusion is not None else (), kernel)
 
 
+def compile_jobs(flags: Flags, concurrent: int = 1) -> int:
+    """C compiler jobs for one kernel while ``concurrent`` compile at once (``--compile_jobs``; 0: shared out)."""
+    from backends.toolchain import default_jobs
+
+    return flags.compile_jobs if flags.compile_jobs > 0 else default_jobs(concurrent)
+
+
 def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list[str], flags: Flags,
-                    sources: dict | None = None, library=None) -> CompiledCluster:
+                    sources: dict | None = None, library=None, concurrent: int = 1) -> CompiledCluster:
+    """``concurrent``: how many clusters compile at the same time (sharing the CPUs' compiler jobs)."""
     backend = backends.get(flags.backend)
     backend.check()
     start = time.perf_counter()
@@ -189,9 +196,10 @@ def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list
     if dumper is not None:
         dumper.write("before_optimizations.txt", module.to_text())
     key = None if flags.dump_passes else kernel_plan.plan_key(module, backend, flags)  # per-pass dumps: no plan
-    plan = kernel_plan.load(key, backend, flags, KERNEL_MODULE_NAME) if key is not None else None
+    options = CompileOptions(cache_dir=flags.cache_dir, prepared=True, jobs=compile_jobs(flags, concurrent))
+    plan = kernel_plan.load(key, backend, options, KERNEL_MODULE_NAME) if key is not None else None
     if plan is None:
-        plan = _optimize_and_generate(module, backend, flags, dumper)
+        plan = _optimize_and_generate(module, backend, flags, options, dumper)
         if key is not None:
             kernel_plan.store(key, plan, backend, flags)
         if not plan.kernel.cache_hit or key is not None:  # the cache grew: keep it under its limit

@@ -103,11 +103,12 @@ def plan_key(module: HloModule, backend: Backend, flags: Flags) -> str | None:
                                   f"optimize={flags.optimize}", constants.hexdigest(), *facts)
 
 
-def load(key: str, backend: Backend, flags: Flags, kernel_name: str) -> Plan | None:
-    """The plan stored under ``key``, its kernel restored (its module renamed ``kernel_name``, as compiled);
+def load(key: str, backend: Backend, options: CompileOptions, kernel_name: str) -> Plan | None:
+    """The plan stored under ``key`` in ``options.cache_dir``, its kernel restored with ``options`` (its
+    module renamed ``kernel_name``, as compiled);
     None when there is none, or when it cannot be read back (logged: the cluster is compiled again).
     Raises ``kernel_cache.UnsafeCacheError`` for a plan that changed after it was written."""
-    data = kernel_cache.read_cached(key, cache_dir=flags.cache_dir, suffix=SUFFIX)
+    data = kernel_cache.read_cached(key, cache_dir=options.cache_dir, suffix=SUFFIX)
     if data is None:
         return None
     try:
@@ -117,8 +118,7 @@ def load(key: str, backend: Backend, flags: Flags, kernel_name: str) -> Plan | N
         decisions = tuple(FusionDecision(**d) for d in record["fusion_decisions"])
         fusions = tuple(FusionRecord(**{**f, "outputs": tuple(f["outputs"]), "members": tuple(f["members"])})
                         for f in record["fusions"])
-        kernel = backend.restore(record["kernel"], lambda: dataclasses.replace(optimized(), name=kernel_name),
-                                 CompileOptions(cache_dir=flags.cache_dir, prepared=True))
+        kernel = backend.restore(record["kernel"], lambda: dataclasses.replace(optimized(), name=kernel_name), options)
     except (ValueError, KeyError, TypeError) as e:  # JSON, HLO text or a record of another shape
         log.warning("kernel plan %s cannot be read back (%s: %s): compiling again", key, type(e).__name__, e)
         return None

@@ -27,6 +27,7 @@ class CompileOptions:
     cache_dir: str | None = None
     prepared: bool = False  # the module went through the CPU pipeline (or ``prepare``): compile it as given
     num_threads: int | None = None  # threads the kernel's parallel loops run on (None: every CPU it may use)
+    jobs: int = 1  # gcc jobs compiling it (``CompilerOptions.jobs``) unless ``compiler`` sets them
 
 
 class Executable:
@@ -91,6 +92,8 @@ def build(module: HloModule | Callable[[], HloModule], generated: GeneratedKerne
     ``compile`` ends with, and all a kernel plan hit runs (``tfxla_plugin/kernel_plan.py``: no codegen)."""
     options = options or CompileOptions()
     compiler = compiler_options_for(generated, options.compiler)
+    if options.jobs > 1 and compiler.jobs == 1:
+        compiler = dataclasses.replace(compiler, jobs=options.jobs)
     compiled = compile_shared_object(generated.source, compiler, options.cache_dir,
                                      name=generated.signature["module"])
     return Executable(module, generated, compiled.path, compiled.cache_hit, compiled.sha256, options.num_threads)

@@ -52,7 +52,7 @@ class CpuBackend(BackendBase):
 
         options = options or CompileOptions()
         return self._executable(cpu.compile(module, cpu.CompileOptions(cache_dir=options.cache_dir,
-                                                                        prepared=options.prepared)))
+                                                                        prepared=options.prepared, jobs=options.jobs)))
 
     def plan_facts(self) -> tuple[str, ...]:
         """The C compiler (default command, version, what ``-march=native`` resolves to), the CPU's ISA
@@ -76,7 +76,8 @@ class CpuBackend(BackendBase):
 
         options = options or CompileOptions()
         lists = {k: tuple(v) for k, v in record.items() if isinstance(v, list)}
-        exe = cpu.build(module, GeneratedKernel(**{**record, **lists}), cpu.CompileOptions(cache_dir=options.cache_dir))
+        exe = cpu.build(module, GeneratedKernel(**{**record, **lists}),
+                        cpu.CompileOptions(cache_dir=options.cache_dir, jobs=options.jobs))
         return self._executable(exe)
 
     def _executable(self, exe) -> Executable:
