@@ -24,7 +24,11 @@ A backend says:
   it links against: an argv whose elements ``SOURCE`` and ``OUTPUT`` stand for the source and the shared
   object. A wrapped SavedModel records it; the launch op runs it itself (no shell, no interpreter) when
   a shipped kernel cannot be used on the machine that loads it (``tfxla_plugin/ops/rebuild.h``);
-* ``target_features()``: the CPU features the shared objects were built for (``-march=native`` C).
+* ``target_features()``: the CPU features the shared objects were built for (``-march=native`` C);
+* ``plan_facts()``, ``kernel_record(kernel)``, ``restore(record, module, options)``: kernel plans
+  (``tfxla_plugin/kernel_plan.py``): what besides the HLO decides its kernels (part of a plan's key),
+  a JSON-able record of a kernel, and the kernel rebuilt from it without its pipeline or codegen.
+  ``BackendBase``'s ``plan_facts`` is None: that backend keeps no plans.
 """
 
 from __future__ import annotations

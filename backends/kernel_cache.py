@@ -14,6 +14,10 @@ A hit is checked against its record on every use: an artifact that does not matc
 (``UnsafeCacheError`` naming it), one without a record (an entry from before records) is rebuilt.
 Loaders check the bytes they load against the record again (``backends.shared_object``).
 
+``read_cached``/``write_cached`` store plain bytes under a key (``tfxla_plugin/kernel_plan.py``'s plans)
+with the same lock, record, atomic replace and check; ``entry_path``, ``key_lock`` and ``used_hit`` are
+the steps both share.
+
 Size: a hit touches its record's mtime under a shared lock of its key, so the record's mtime is the
 entry's last use; ``backends.cache_usage`` lists entries, evicts the least recently used ones beyond a
 size limit (``TFXLA_FLAGS=--cache_max_bytes``) and clears a cache, each entry under its key's lock.
