@@ -215,6 +215,6 @@ def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list
     seconds = time.perf_counter() - start
     n_ops = sum(1 for _ in module.instructions())
     log.info("compiled cluster %s: %d HLO ops, %.3f s, %s kernel cache %s", name, n_ops, seconds, backend.name,
-             "plan hit" if plan.restored else "hit" if kernel.cache_hit else "miss")
+             "hit (plan: no HLO passes, no codegen)" if plan.restored else "hit" if kernel.cache_hit else "miss")
     return CompiledCluster(name, module, plan.optimized, kernel, path, sha256_file(path), seconds, kernel.cache_hit,
                            fusion_decisions=decisions, fusions=fusions, plan_hit=plan.restored)
