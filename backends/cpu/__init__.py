@@ -87,7 +87,8 @@ def compile(module: HloModule, options: CompileOptions | None = None) -> Executa
     return build(module, generate(module, options.codegen), options)
 
 
-def build(module: HloModule | Callable[[], HloModule], generated: GeneratedKernel, options: CompileOptions | None = None) -> Executable:
+def build(module: HloModule | Callable[[], HloModule], generated: GeneratedKernel,
+          options: CompileOptions | None = None) -> Executable:
     """The shared object of ``generated`` (the kernel cache) as an ``Executable`` of ``module``: what
     ``compile`` ends with, and all a kernel plan hit runs (``tfxla_plugin/kernel_plan.py``: no codegen)."""
     options = options or CompileOptions()

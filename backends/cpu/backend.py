@@ -68,7 +68,8 @@ class CpuBackend(BackendBase):
         """What ``restore`` needs of ``kernel`` (its ``GeneratedKernel``: source, signature, arena, libraries)."""
         return dataclasses.asdict(kernel.native.generated)
 
-    def restore(self, record: dict, module: HloModule | Callable[[], HloModule], options: CompileOptions | None = None) -> Executable:
+    def restore(self, record: dict, module: HloModule | Callable[[], HloModule],
+                options: CompileOptions | None = None) -> Executable:
         """The kernel ``record`` describes, as ``compile`` of ``module`` made it, without generating it again:
         its shared object from the kernel cache (built there again if it was evicted)."""
         import backends.cpu as cpu
