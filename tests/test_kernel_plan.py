@@ -1,6 +1,6 @@
 """Kernel plans (``tfxla_plugin/kernel_plan.py``): a cluster compiled again on a warm cache runs neither the
-HLO pipeline nor codegen nor the C compiler, and gets the same kernel, optimized HLO and fusion log; a
-changed generator misses; a plan changed on disk is refused.
+lowering nor the HLO pipeline nor codegen nor the C compiler, and gets the same kernel, HLO (lowered and
+optimized) and fusion log; another constant, a changed generator miss; a plan changed on disk is refused.
 
 Each compile goes through a new ``tfxla_plugin.function``, whose only state shared with the first is the
 disk cache: what a new process on a warm cache does (the plan and the kernel are read from disk).
@@ -20,13 +20,16 @@ from tfxla_plugin import kernel_plan
 W = np.random.default_rng(1).standard_normal((32, 16)).astype(np.float32)
 
 
-def _f(x):
-    return tf.nn.softmax(tf.nn.relu(tf.matmul(x, W) + 1.0))
+def _with(w):
+    return lambda x: tf.nn.softmax(tf.nn.relu(tf.matmul(x, w) + 1.0))
 
 
-def _compile(x):
-    """(compiled graph, C compiler runs, codegen runs, result) of a new function of ``_f``."""
-    fn = tfxla_plugin.function(_f, jit_compile=True)
+_f = _with(W)
+
+
+def _compile(x, f=_f):
+    """(compiled graph, C compiler runs, codegen runs, result) of a new function of ``f``."""
+    fn = tfxla_plugin.function(f, jit_compile=True)
     builds, runs = kernel_cache.builds(), codegen.runs()
     compiled = fn.compiled_graph(x)
     return compiled, kernel_cache.builds() - builds, codegen.runs() - runs, fn(x).numpy()
@@ -38,12 +41,18 @@ def x(tmp_path, monkeypatch):
     return tf.constant(np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32))
 
 
-def test_a_warm_cache_skips_the_pipeline_codegen_and_compiler(x):
+def test_a_warm_cache_skips_lowering_the_pipeline_codegen_and_compiler(x, monkeypatch):
+    from tfxla_plugin import cluster_compiler
+
+    lowered = []
+    real_lower = cluster_compiler.lower_graph
+    monkeypatch.setattr(cluster_compiler, "lower_graph", lambda *a, **k: lowered.append(1) or real_lower(*a, **k))
     want = _f(x).numpy()
     first, builds, runs, got = _compile(x)
-    assert (builds, runs) == (1, 1) and not first.clusters[0].plan_hit
+    assert (builds, runs, len(lowered)) == (1, 1, 1) and not first.clusters[0].plan_hit
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     again, builds, runs, got = _compile(x)
+    assert len(lowered) == 1
     (a,), (b,) = first.clusters, again.clusters
     assert (builds, runs) == (0, 0) and b.plan_hit and b.cache_hit
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
@@ -51,8 +60,18 @@ def test_a_warm_cache_skips_the_pipeline_codegen_and_compiler(x):
     assert (b.kernel_path, b.kernel_hash, b.signature) == (a.kernel_path, a.kernel_hash, a.signature)
     assert b.c_source == a.c_source and b.buffer_assignment == a.buffer_assignment
     assert b.fusion_decisions == a.fusion_decisions and b.fusions == a.fusions and b.fusions
-    assert b.optimized.to_text() == a.optimized.to_text()
+    assert b.optimized.to_text() == a.optimized.to_text() and b.hlo.to_text() == a.hlo.to_text()
     assert b.executable.module.name == a.executable.module.name
+
+
+def test_another_constant_misses(x):
+    _compile(x)
+    w = W.copy()
+    w[3, 5] = np.nextafter(w[3, 5], np.float32(np.inf))  # one ulp
+    f = _with(w)
+    again, builds, runs, got = _compile(x, f)
+    assert (builds, runs) == (1, 1) and not again.clusters[0].plan_hit
+    np.testing.assert_allclose(got, f(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_a_changed_generator_misses(x, monkeypatch):

@@ -63,8 +63,8 @@ KERNEL_MODULE_NAME = "cluster"
 @dataclass
 class CompiledCluster:
     name: str
-    hlo: HloModule  # as lowered
-    _optimized: HloModule | Callable[[], HloModule]  # ``optimized``; a kernel plan's parses on first use
+    _hlo: HloModule | Callable[[], HloModule]  # ``hlo``; a kernel plan's parses on first use
+    _optimized: HloModule | Callable[[], HloModule]  # ``optimized``, likewise
     kernel: Executable
     kernel_path: str
     kernel_hash: str
@@ -73,6 +73,13 @@ class CompiledCluster:
     fusion_decisions: tuple[FusionDecision, ...] = ()  # in the order the fusion pass made them
     fusions: tuple[FusionRecord, ...] = ()  # the fusion instructions it created
     plan_hit: bool = False  # the optimized HLO and kernel came from a kernel plan (``kernel_plan``): no codegen
+
+    @property
+    def hlo(self) -> HloModule:
+        """The module as lowered."""
+        if callable(self._hlo):
+            self._hlo = self._hlo()
+        return self._hlo
 
     @property
     def optimized(self) -> HloModule:
@@ -170,7 +177,7 @@ def _optimize_and_generate(module: HloModule, backend: Backend, flags: Flags, op
     else:  # the backend's kernel-shape passes choose its kernels: not an optimization to skip
         optimized = backend.prepare(module, dump=dump)
     kernel = backend.compile(dataclasses.replace(optimized, name=KERNEL_MODULE_NAME), options)
-    return kernel_plan.Plan.made(optimized, tuple(fusion.decisions) if fusion is not None else (),
+    return kernel_plan.Plan.made(module, optimized, tuple(fusion.decisions) if fusion is not None else (),
                                  tuple(fusion.fusions) if fusion is not None else (), kernel)
 
 
@@ -187,17 +194,19 @@ def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list
     backend = backends.get(flags.backend)
     backend.check()
     start = time.perf_counter()
-    try:
-        module = lower_graph(graph_def, inputs, outputs, name=name, sources=sources, library=library)
-    except InvalidArgumentLoweringError as e:  # TF's kernel rejects these inputs the same way at run time
-        import tensorflow as tf
-        raise tf.errors.InvalidArgumentError(None, None, str(e)) from e
-    dumper = _Dumper(flags.dump_to, name, flags.dump_passes) if flags.dump_to else None
-    if dumper is not None:
-        dumper.write("before_optimizations.txt", module.to_text())
-    key = None if flags.dump_passes else kernel_plan.plan_key(module, backend, flags)  # per-pass dumps: no plan
+    key = None if flags.dump_passes else \
+        kernel_plan.graph_key(graph_def, inputs, outputs, name, sources, library, backend, flags)  # dumps: no plan
     options = CompileOptions(cache_dir=flags.cache_dir, prepared=True, jobs=compile_jobs(flags, concurrent))
     plan = kernel_plan.load(key, backend, options, KERNEL_MODULE_NAME) if key is not None else None
+    if plan is None:
+        try:
+            module = lower_graph(graph_def, inputs, outputs, name=name, sources=sources, library=library)
+        except InvalidArgumentLoweringError as e:  # TF's kernel rejects these inputs the same way at run time
+            import tensorflow as tf
+            raise tf.errors.InvalidArgumentError(None, None, str(e)) from e
+    dumper = _Dumper(flags.dump_to, name, flags.dump_passes) if flags.dump_to else None
+    if dumper is not None:
+        dumper.write("before_optimizations.txt", plan.lowered_text() if plan is not None else module.to_text())
     if plan is None:
         plan = _optimize_and_generate(module, backend, flags, options, dumper)
         if key is not None:
@@ -213,8 +222,8 @@ def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list
         dumper.write("fusion_decisions.txt", render_fusion(list(decisions), list(fusions)))
     path = str(kernel.path)
     seconds = time.perf_counter() - start
-    n_ops = sum(1 for _ in module.instructions())
-    log.info("compiled cluster %s: %d HLO ops, %.3f s, %s kernel cache %s", name, n_ops, seconds, backend.name,
-             "hit (plan: no HLO passes, no codegen)" if plan.restored else "hit" if kernel.cache_hit else "miss")
-    return CompiledCluster(name, module, plan.optimized, kernel, path, sha256_file(path), seconds, kernel.cache_hit,
-                           fusion_decisions=decisions, fusions=fusions, plan_hit=plan.restored)
+    n_ops = plan.lowered_instructions()
+    how = "hit (plan: no lowering, HLO passes or codegen)" if plan.restored else "hit" if kernel.cache_hit else "miss"
+    log.info("compiled cluster %s: %d HLO ops, %.3f s, %s kernel cache %s", name, n_ops, seconds, backend.name, how)
+    return CompiledCluster(name, plan.lowered, plan.optimized, kernel, path, sha256_file(path), seconds,
+                           kernel.cache_hit, fusion_decisions=decisions, fusions=fusions, plan_hit=plan.restored)

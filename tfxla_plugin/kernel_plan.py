@@ -1,24 +1,28 @@
-"""Kernel plans: a cluster's kernel cached by its lowered HLO, so a warm process skips the HLO pipeline and
-codegen (issue 19: a new process on a warm cache runs neither, nor the C compiler).
+"""Kernel plans: a cluster's kernel cached by what it is lowered from, so a warm process skips lowering, the
+HLO pipeline and codegen (issue 19: a new process on a warm cache runs none of them, nor the C compiler).
 
-A plan is what ``compile_cluster`` made of one lowered module: the optimized HLO (as text), the fusion
-pass's decisions and fusions (``explain``, the dumps) and the backend's record of the kernel
-(``Backend.kernel_record``: for C the generated source, signature, arena report and libraries). It lives
-in the kernel cache as ``<key>.plan`` (JSON) with its sha256 record, written atomically under its key's
-lock and checked on every read (``kernel_cache.write_cached``/``read_cached``), where ``key`` hashes:
+A plan is what ``compile_cluster`` made of one cluster: the HLO as lowered and as optimized (as text,
+parsed only when something reads them: ``explain``, ``ir``, TensorBoard), the fusion pass's decisions and
+fusions and the backend's record of the kernel (``Backend.kernel_record``: for C the generated source,
+signature, arena report and libraries). It lives in the kernel cache as ``<key>.plan`` (JSON) with its
+sha256 record, written atomically under its key's lock and checked on every read
+(``kernel_cache.write_cached``/``read_cached``), where ``key`` hashes everything lowering reads and
+everything after it depends on:
 
-* the lowered module's HLO text, metadata included (the plan names its instructions in dumps and
-  ``explain``), and the bytes of its constants (the text keeps a float's value, not a NaN's payload);
-* ``PLAN_FORMAT`` and ``generator_version()``, a hash of every Python source under ``hlo/`` and
-  ``backends/`` and of the compile driver: a changed pass or emitter misses, with no constant to bump;
+* the cluster's GraphDef (deterministic serialization: its nodes, attrs and constant tensors' bytes), its
+  function library, inputs (tensor, dtype, dims), outputs, name and the Python sources of its nodes
+  (metadata in the HLO), and TensorFlow's version;
+* ``PLAN_FORMAT`` and ``generator_version()``, a hash of every Python source under ``hlo/`` (lowering
+  rules, passes) and ``backends/`` and of the compile driver: a changed rule, pass or emitter misses,
+  with no constant to bump;
 * the backend, ``--optimize`` and ``Backend.plan_facts()`` (the compiler, what ``-march=native`` means
   here, the CPU's features, oneDNN).
 
 A hit rebuilds the kernel with ``Backend.restore``, which takes its shared object from the kernel cache
 under the source's own key, exactly as a miss would (and builds it again if it was evicted): a plan
-saves the pipeline and codegen, never the checks on what is loaded. Plans are cache entries like
-kernels: listed, evicted and cleared by ``backends.cache_usage``. A backend whose ``plan_facts`` is
-None (CUDA) keeps none.
+saves the Python work, never the checks on what is loaded. A cluster whose lowering raises stores
+nothing (it raises again next time). Plans are cache entries like kernels: listed, evicted and cleared
+by ``backends.cache_usage``. A backend whose ``plan_facts`` is None (CUDA) keeps none.
 """
 
 from __future__ import annotations
@@ -30,12 +34,11 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 from backends import Backend, CompileOptions, Executable, kernel_cache
 from hlo.ir import HloModule
-from hlo.literal import Literal
-from hlo.opcodes import Opcode
+from hlo.lowering import InputSpec
 from hlo.passes.fusion import FusionDecision, FusionRecord
 from hlo.text.parser import parse_module
 from tfxla_plugin.flags import Flags
@@ -51,21 +54,33 @@ GENERATOR_SOURCES = ("hlo", "backends", "tfxla_plugin/cluster_compiler.py", "tfx
 
 @dataclass(frozen=True)
 class Plan:
-    optimized: Callable[[], HloModule]  # the optimized module; a restored plan parses its text on first use
-    text: str | None  # its HLO text, as stored (None: not stored yet, ``optimized_text``)
+    lowered: Callable[[], HloModule]  # the module as lowered; a restored plan parses its text on first use
+    optimized: Callable[[], HloModule]  # after the backend's pipeline
     fusion_decisions: tuple[FusionDecision, ...]
     fusions: tuple[FusionRecord, ...]
     kernel: Executable
-    restored: bool = False  # read back from the cache (``load``), not made by the pipeline and codegen
+    record: dict | None = None  # what a restored plan was read from (``load``); None: just made
 
     @classmethod
-    def made(cls, optimized: HloModule, fusion_decisions: tuple[FusionDecision, ...],
+    def made(cls, lowered: HloModule, optimized: HloModule, fusion_decisions: tuple[FusionDecision, ...],
              fusions: tuple[FusionRecord, ...], kernel: Executable) -> "Plan":
-        """The plan of a module the pipeline and codegen just compiled."""
-        return cls(lambda: optimized, None, fusion_decisions, fusions, kernel)
+        """The plan of a cluster lowering, the pipeline and codegen just compiled."""
+        return cls(lambda: lowered, lambda: optimized, fusion_decisions, fusions, kernel)
+
+    @property
+    def restored(self) -> bool:
+        """Read back from the cache, not made by lowering, the pipeline and codegen."""
+        return self.record is not None
+
+    def lowered_text(self) -> str:
+        return self.record["lowered_hlo"] if self.record is not None else self.lowered().to_text()
 
     def optimized_text(self) -> str:
-        return self.text if self.text is not None else self.optimized().to_text()
+        return self.record["optimized_hlo"] if self.record is not None else self.optimized().to_text()
+
+    def lowered_instructions(self) -> int:
+        return self.record["lowered_instructions"] if self.record is not None else \
+            sum(1 for _ in self.lowered().instructions())
 
 
 @functools.lru_cache(maxsize=1)
@@ -81,53 +96,53 @@ def generator_version() -> str:
     return h.hexdigest()
 
 
-def _literal_bytes(h, lit: Literal) -> None:
-    if lit.elements is not None:
-        for element in lit.elements:
-            _literal_bytes(h, element)
-    elif lit.array is not None:
-        h.update(f"{lit.array.dtype.str}{lit.array.shape}".encode() + lit.array.tobytes())
-
-
-def plan_key(module: HloModule, backend: Backend, flags: Flags) -> str | None:
-    """The key of ``module``'s plan (as lowered) on ``backend`` under ``flags``; None: the backend keeps none."""
+def graph_key(graph_def, inputs: Sequence[InputSpec], outputs: Sequence[str], name: str,
+              sources: Mapping[str, tuple[str, int]] | None, library, backend: Backend, flags: Flags) -> str | None:
+    """The key of the plan of the cluster ``lower_graph`` lowers from these arguments, on ``backend`` under
+    ``flags``; None: the backend keeps no plans."""
     facts = backend.plan_facts()
-    if facts is None:
+    if facts is None or not hasattr(graph_def, "SerializeToString"):  # a list of NodeDefs: no plan
         return None
-    constants = hashlib.sha256()
-    for _, inst in module.instructions():
-        if inst.opcode is Opcode.CONSTANT and inst.literal is not None:
-            constants.update(inst.name.encode() + b"\0")
-            _literal_bytes(constants, inst.literal)
-    return kernel_cache.cache_key(module.to_text(), [], PLAN_FORMAT, generator_version(), backend.name,
-                                  f"optimize={flags.optimize}", constants.hexdigest(), *facts)
+    import tensorflow as tf
+
+    graph = hashlib.sha256(graph_def.SerializeToString(deterministic=True))
+    if library is not None and library is not getattr(graph_def, "library", None):
+        graph.update(b"\0library\0" + library.SerializeToString(deterministic=True))
+    signature = json.dumps({"inputs": [[i.tensor, i.element_type.value, list(i.dims)] for i in inputs],
+                            "outputs": list(outputs), "name": name,
+                            "sources": sorted((k, list(v)) for k, v in (sources or {}).items())})
+    return kernel_cache.cache_key(signature, [], PLAN_FORMAT, graph.hexdigest(), generator_version(), tf.__version__,
+                                  backend.name, f"optimize={flags.optimize}", *facts)
 
 
 def load(key: str, backend: Backend, options: CompileOptions, kernel_name: str) -> Plan | None:
     """The plan stored under ``key`` in ``options.cache_dir``, its kernel restored with ``options`` (its
-    module renamed ``kernel_name``, as compiled);
-    None when there is none, or when it cannot be read back (logged: the cluster is compiled again).
-    Raises ``kernel_cache.UnsafeCacheError`` for a plan that changed after it was written."""
+    module renamed ``kernel_name``, as compiled); None when there is none, or when it cannot be read back
+    (logged: the cluster is compiled again). Raises ``kernel_cache.UnsafeCacheError`` for a plan that
+    changed after it was written."""
     data = kernel_cache.read_cached(key, cache_dir=options.cache_dir, suffix=SUFFIX)
     if data is None:
         return None
     try:
         record = json.loads(data)
-        text = record["optimized_hlo"]
-        optimized = functools.cache(lambda: parse_module(text))  # ~2x the pipeline's time: only when used
+        # parsing costs about twice what the pipeline did: only when something reads the modules
+        lowered = functools.cache(lambda: parse_module(record["lowered_hlo"]))
+        optimized = functools.cache(lambda: parse_module(record["optimized_hlo"]))
         decisions = tuple(FusionDecision(**d) for d in record["fusion_decisions"])
         fusions = tuple(FusionRecord(**{**f, "outputs": tuple(f["outputs"]), "members": tuple(f["members"])})
                         for f in record["fusions"])
         kernel = backend.restore(record["kernel"], lambda: dataclasses.replace(optimized(), name=kernel_name), options)
-    except (ValueError, KeyError, TypeError) as e:  # JSON, HLO text or a record of another shape
+        int(record["lowered_instructions"])
+    except (ValueError, KeyError, TypeError) as e:  # JSON or a record of another shape
         log.warning("kernel plan %s cannot be read back (%s: %s): compiling again", key, type(e).__name__, e)
         return None
-    return Plan(optimized, text, decisions, fusions, kernel, restored=True)
+    return Plan(lowered, optimized, decisions, fusions, kernel, record=record)
 
 
 def store(key: str, plan: Plan, backend: Backend, flags: Flags) -> None:
     """Writes ``plan`` under ``key`` (atomically, with its record)."""
-    record = {"format": PLAN_FORMAT, "optimized_hlo": plan.optimized_text(),
+    record = {"format": PLAN_FORMAT, "lowered_hlo": plan.lowered_text(),
+              "lowered_instructions": plan.lowered_instructions(), "optimized_hlo": plan.optimized_text(),
               "fusion_decisions": [dataclasses.asdict(d) for d in plan.fusion_decisions],
               "fusions": [dataclasses.asdict(f) for f in plan.fusions], "kernel": backend.kernel_record(plan.kernel)}
     kernel_cache.write_cached(key, json.dumps(record).encode(), cache_dir=flags.cache_dir, suffix=SUFFIX)
