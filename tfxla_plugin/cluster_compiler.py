@@ -6,7 +6,9 @@ say why two instructions were not fused; ``tfxla_plugin.explain`` shows them). T
 the backend ``flags.backend`` names (``backends.get``: C for ``cpu``, a CUDA host launcher for ``cuda``),
 after that backend's own HLO pipeline (``Backend.pipeline``; with ``--optimize=false`` its kernel-shape
 passes alone, ``Backend.prepare``), and compiled with ``CompileOptions(prepared=True)``: the passes run
-once. It logs one INFO line per compiled cluster on the ``tfxla_plugin`` logger.
+once. It logs one INFO line per compiled cluster on the ``tfxla_plugin`` logger. A cluster compiled
+before (by any process on this kernel cache) comes back from its kernel plan (``kernel_plan``): no
+lowering, HLO pass, codegen or C compiler run; its modules are parsed from text when first read.
 
 With ``TFXLA_FLAGS=--dump_to=DIR`` it writes XLA-style dumps, per compiled module
 (``NNNN`` counts modules compiled in this process, ``<name>`` is the cluster name):
