@@ -24,7 +24,11 @@ A backend says:
   it links against: an argv whose elements ``SOURCE`` and ``OUTPUT`` stand for the source and the shared
   object. A wrapped SavedModel records it; the launch op runs it itself (no shell, no interpreter) when
   a shipped kernel cannot be used on the machine that loads it (``tfxla_plugin/ops/rebuild.h``);
-* ``target_features()``: the CPU features the shared objects were built for (``-march=native`` C).
+* ``target_features()``: the CPU features the shared objects were built for (``-march=native`` C);
+* ``plan_facts()``, ``kernel_record(kernel)``, ``restore(record, module, options)``: kernel plans
+  (``tfxla_plugin/kernel_plan.py``): what besides the HLO decides its kernels (part of a plan's key),
+  a JSON-able record of a kernel, and the kernel rebuilt from it without its pipeline or codegen.
+  ``BackendBase``'s ``plan_facts`` is None: that backend keeps no plans.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from hlo.ir import HloModule
@@ -56,6 +60,7 @@ _loaded: dict[str, "Backend"] = {}
 class CompileOptions:
     cache_dir: str | None = None  # the kernel cache (None: ``backends.kernel_cache.default_cache_dir``)
     prepared: bool = False  # the module went through ``pipeline`` or ``prepare``: compile runs no pass
+    jobs: int = 1  # native compiler jobs for this kernel (``toolchain.CompilerOptions.jobs``), where it has any
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,23 @@ class BackendBase:
 
     def target_features(self) -> tuple[str, ...]:
         return ()
+
+    # Kernel plans (``tfxla_plugin/kernel_plan.py``): a backend that can rebuild its ``Executable`` from a
+    # record, without its pipeline or codegen, says what besides the HLO and the generator decides it.
+    def plan_facts(self) -> tuple[str, ...] | None:
+        """What decides this backend's kernels besides the module and the generator's sources (compiler
+        identity, target, libraries): part of a plan's key. None: this backend keeps no plans."""
+        return None
+
+    def kernel_record(self, kernel: Executable) -> dict:
+        """A JSON-able record of ``kernel`` from which ``restore`` rebuilds it."""
+        raise NotImplementedError(f"backend {self.name} keeps no kernel plans")
+
+    def restore(self, record: dict, module: "HloModule | Callable[[], HloModule]",
+                options: CompileOptions | None = None) -> Executable:
+        """The ``Executable`` ``record`` (``kernel_record``) describes, for ``module`` as optimized (or a
+        function returning it, called when the module is first needed)."""
+        raise NotImplementedError(f"backend {self.name} keeps no kernel plans")
 
     def __repr__(self) -> str:
         return f"<backend {self.name}>"

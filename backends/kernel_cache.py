@@ -14,6 +14,10 @@ A hit is checked against its record on every use: an artifact that does not matc
 (``UnsafeCacheError`` naming it), one without a record (an entry from before records) is rebuilt.
 Loaders check the bytes they load against the record again (``backends.shared_object``).
 
+``read_cached``/``write_cached`` store plain bytes under a key (``tfxla_plugin/kernel_plan.py``'s plans)
+with the same lock, record, atomic replace and check; ``entry_path``, ``key_lock`` and ``used_hit`` are
+the steps both share.
+
 Size: a hit touches its record's mtime under a shared lock of its key, so the record's mtime is the
 entry's last use; ``backends.cache_usage`` lists entries, evicts the least recently used ones beyond a
 size limit (``TFXLA_FLAGS=--cache_max_bytes``) and clears a cache, each entry under its key's lock.
@@ -21,6 +25,7 @@ size limit (``TFXLA_FLAGS=--cache_max_bytes``) and clears a cache, each entry un
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -31,11 +36,12 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator, TypeVar
 
 from backends.shared_object import LoadError, read_record, read_regular_file, record_path
 
 
+T = TypeVar("T")
 _builds = [0]  # compiler processes ``build_cached`` ran in this process (``builds``), under _builds_lock
 _builds_lock = threading.Lock()
 
@@ -110,9 +116,7 @@ def build_cached(source: str, key: str, command: Callable[[str, str], list[str]]
                  cache_dir: str | os.PathLike | None, name: str, source_suffix: str, output_suffix: str,
                  tool: str) -> CachedBuild:
     """Build ``source`` with ``command(source_path, output_path)`` unless ``key`` is cached already."""
-    root, top = (Path(cache_dir), Path(cache_dir)) if cache_dir is not None else default_cache_root()
-    directory = private_dir(root / key[:2], top=top)
-    out_path = directory / f"{key}{output_suffix}"
+    directory, out_path = entry_path(key, cache_dir, output_suffix)
     src_path = directory / f"{key}{source_suffix}"
 
     def hit() -> CachedBuild | None:
@@ -120,16 +124,9 @@ def build_cached(source: str, key: str, command: Callable[[str, str], list[str]]
         return None if sha is None else CachedBuild(out_path, src_path, key, True,
                                                     tuple(command(str(src_path), str(out_path))), sha256=sha)
 
-    lock = os.open(directory / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_SH)  # a hit is checked and marked used while eviction cannot remove it
-        if out_path.exists():
-            try:
-                if (found := hit()) is not None:
-                    os.utime(record_path(out_path))  # "last used", for least-recently-used eviction
-                    return found
-            except UnsafeCacheError:
-                pass  # checked again under the exclusive lock: a build may be replacing a record-less entry
+    with key_lock(directory, key) as lock:
+        if (found := used_hit(out_path, hit)) is not None:
+            return found
         fcntl.flock(lock, fcntl.LOCK_EX)
         if out_path.exists() and (found := hit()) is not None:  # another process built it while we waited
             os.utime(record_path(out_path))
@@ -153,8 +150,66 @@ def build_cached(source: str, key: str, command: Callable[[str, str], list[str]]
         sha = write_record(out_path, Path(tmp))
         os.replace(tmp, out_path)
         return CachedBuild(out_path, src_path, key, False, tuple(cmd), proc.stderr, sha256=sha)
+
+
+def entry_path(key: str, cache_dir: str | os.PathLike | None, suffix: str) -> tuple[Path, Path]:
+    """(the checked shard directory of ``key``, ``<key><suffix>`` in it) in the cache at ``cache_dir``."""
+    root, top = (Path(cache_dir), Path(cache_dir)) if cache_dir is not None else default_cache_root()
+    directory = private_dir(root / key[:2], top=top)
+    return directory, directory / f"{key}{suffix}"
+
+
+@contextlib.contextmanager
+def key_lock(directory: Path, key: str) -> Iterator[int]:
+    """``key``'s lock file, held shared (a hit is checked and marked used while eviction cannot remove it);
+    the caller may upgrade it (``fcntl.flock(lock, LOCK_EX)``) to build. Released on exit."""
+    lock = os.open(directory / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        yield lock
     finally:
         os.close(lock)  # releases the flock
+
+
+def used_hit(path: Path, hit: Callable[[], T | None]) -> T | None:
+    """``hit()`` for an existing entry ``path`` (under its key's lock), its record touched as "last used"
+    (least-recently-used eviction); None when it is missing, has no record, or does not match it (checked
+    again under the exclusive lock: a build may be replacing a record-less entry)."""
+    if not path.exists():
+        return None
+    try:
+        found = hit()
+    except UnsafeCacheError:
+        return None
+    if found is not None:
+        os.utime(record_path(path))
+    return found
+
+
+def read_cached(key: str, *, cache_dir: str | os.PathLike | None, suffix: str) -> bytes | None:
+    """The bytes stored under ``key`` (``write_cached``), checked against their record, or None. Raises
+    ``UnsafeCacheError`` for an entry that changed after it was written."""
+    directory, path = entry_path(key, cache_dir, suffix)
+    with key_lock(directory, key):  # a writer holds it exclusively: no record is being replaced here
+        if not path.exists():
+            return None
+        data = checked_bytes(path)
+        if data is not None:
+            os.utime(record_path(path))  # "last used"
+        return data
+
+
+def write_cached(key: str, data: bytes, *, cache_dir: str | os.PathLike | None, suffix: str) -> Path:
+    """Stores ``data`` under ``key`` (atomically, with its record, under the key's exclusive lock)."""
+    directory, path = entry_path(key, cache_dir, suffix)
+    with key_lock(directory, key) as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=suffix, dir=directory)  # 0600
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        write_record(path, Path(tmp))
+        os.replace(tmp, path)
+    return path
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -175,18 +230,26 @@ def write_record(path: Path, built: Path | None = None) -> str:
 def checked_sha256(path: Path) -> str | None:
     """The sha256 of cache entry ``path`` when it matches its record; None when it has no record (it is
     then rebuilt). Raises ``UnsafeCacheError`` when it does not match: it changed after it was built."""
+    data = checked_bytes(path)
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def checked_bytes(path: Path) -> bytes | None:
+    """The bytes of cache entry ``path`` when they match its record; None when it has no record.
+    Raises ``UnsafeCacheError`` when they do not match (``checked_sha256``)."""
     try:
         recorded = read_record(path)
         if recorded is None:
             return None
-        sha = hashlib.sha256(read_regular_file(path)).hexdigest()
+        data = read_regular_file(path)
+        sha = hashlib.sha256(data).hexdigest()
     except LoadError as e:
         raise UnsafeCacheError(f"kernel cache entry {path}: {e}; delete it to rebuild it") from None
     if sha != recorded:
         raise UnsafeCacheError(f"kernel cache entry {path} has sha256 {sha}, but {record_path(path)} records "
                                f"{recorded}: it changed after it was built, refusing to use it (delete both "
                                f"files to rebuild it)")
-    return sha
+    return data
 
 
 def private_dir(path: Path, what: str = "kernel cache directory", top: Path | None = None) -> Path:

@@ -9,8 +9,10 @@ source).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,11 +65,22 @@ class CompilerOptions:
     include_dirs: tuple[str, ...] = ()
     library_dirs: tuple[str, ...] = ()
     sanitize: tuple[str, ...] = ()  # e.g. ("address",) for AddressSanitizer builds
+    # >1: gcc optimizes and generates the kernel's functions in that many parallel jobs (-flto=N: one
+    # translation unit, partitioned after whole-program analysis; lto-wrapper runs them through make,
+    # so without make on PATH it stays 1). The output does not depend on N (``cache_key``).
+    jobs: int = 1
+
+    @property
+    def parallel_jobs(self) -> int:
+        """``jobs``, or 1 where gcc could not run them (no make)."""
+        return self.jobs if self.jobs > 1 and make_available() else 1
 
     def command(self, source: str, output: str) -> list[str]:
         cmd = [self.cc, "-std=c11", "-shared", "-fPIC", *self.opt_flags, *self.target_flags]
         if self.openmp:
             cmd.append("-fopenmp-simd")
+        if self.parallel_jobs > 1:
+            cmd.append(f"-flto={self.parallel_jobs}")
         cmd += [f"-fsanitize={s}" for s in self.sanitize]
         cmd += [f"-I{d}" for d in self.include_dirs] + list(self.extra_flags)
         cmd += [source, "-o", output]
@@ -80,9 +93,27 @@ class CompilerOptions:
 
 
 def cache_key(source: str, options: CompilerOptions) -> str:
-    # The command is hashed with placeholder paths so the key does not depend on where we compile.
-    return kernel_cache.cache_key(source, options.command("SOURCE.c", "OUTPUT.so"), compiler_version(options.cc),
+    # The command is hashed with placeholder paths so the key does not depend on where we compile, and with
+    # one job count for every parallel build: -flto's partitions depend on the code, not on how many jobs
+    # compile them (a parallel build is keyed apart from a serial one, whose code may differ).
+    keyed = dataclasses.replace(options, jobs=min(options.parallel_jobs, 2))
+    return kernel_cache.cache_key(source, keyed.command("SOURCE.c", "OUTPUT.so"), compiler_version(options.cc),
                                   native_target(options.cc, options.target_flags))
+
+
+@functools.lru_cache(maxsize=None)
+def make_available() -> bool:
+    """Whether gcc's lto-wrapper finds ``make`` (``$MAKE``) to run parallel jobs with."""
+    return shutil.which(os.environ.get("MAKE") or "make") is not None
+
+
+def default_jobs(concurrent: int = 1) -> int:
+    """Compiler jobs for each of ``concurrent`` kernels compiling at once: the CPUs this process may use,
+    shared out (at least 1, at most ``MAX_JOBS``)."""
+    return max(1, min(MAX_JOBS, len(os.sched_getaffinity(0)) // max(concurrent, 1)))
+
+
+MAX_JOBS = 16
 
 
 @dataclass(frozen=True)

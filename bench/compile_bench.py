@@ -9,10 +9,11 @@ measurement in a new Python process of its own, one after another, so none inher
   cluster, lower, optimize, generate, C compile, then the first call (loads the kernel, builds the
   oneDNN primitives); its result checked against TF graph mode. Reported: wall seconds, the CPU
   seconds of the process and of its children (gcc) and the number of compiler runs
-  (``backends.kernel_cache.builds``). Then ``warm``: a new ``tfxla_plugin.function`` of the same model
+  (``backends.kernel_cache.builds``) and code generations (``backends.cpu.codegen.runs``). Then ``warm``: a new ``tfxla_plugin.function`` of the same model
   in that process (retrace ... generate, a cache hit, no call), wall seconds and compiler runs.
 * ``new process``: ours compile + first call in a new process on the cache ``cold`` filled (a second
-  run of the program), wall seconds and compiler runs (0 when the cache hits).
+  run of the program), wall and CPU seconds, compiler runs and code generations (0 and 0 when the
+  kernel plans hit: ``tfxla_plugin/kernel_plan.py``).
 * ``XLA``: ``tf.function(jit_compile=True)``'s first call (trace + compile + run) in a new process.
 
 Then cold/XLA and new/XLA (issue 19's targets: cold within 2x of XLA, new process within 0.2x). The
@@ -49,14 +50,16 @@ def measure_ours(case, warm: bool = True) -> dict:
 
     import tfxla_plugin
     from backends import kernel_cache
+    from backends.cpu import codegen
 
     want = [np.asarray(t) for t in tf.nest.flatten(tf.function(case.fn)(*case.args))]
     fn = tfxla_plugin.function(case.fn, jit_compile=True)
-    builds, (cpu0, kids0), start = kernel_cache.builds(), _cpu(), time.perf_counter()
+    builds, runs, (cpu0, kids0), start = kernel_cache.builds(), codegen.runs(), _cpu(), time.perf_counter()
     compiled = fn.compiled_graph(*case.args)
     got = [np.asarray(t) for t in tf.nest.flatten(fn(*case.args))]
     out = {"s": time.perf_counter() - start, "cpu_s": _cpu()[0] - cpu0, "cc_cpu_s": _cpu()[1] - kids0,
-           "cc_runs": kernel_cache.builds() - builds, "clusters": len(compiled.clusters),
+           "cc_runs": kernel_cache.builds() - builds, "codegen_runs": codegen.runs() - runs,
+           "clusters": len(compiled.clusters),
            "cache_hit": all(c.cache_hit for c in compiled.clusters),
            "max_rel": max(float(np.max(np.abs(g - w)) / max(float(np.max(np.abs(w))), 1e-30))
                           for g, w in zip(got, want))}
@@ -103,7 +106,7 @@ def _s(x, width: int = 7) -> str:
 
 
 HEADER = (f"{'model':16s} {'cold':>7s} {'cpu':>7s} {'gcc cpu':>7s} {'cc':>4s} {'warm':>7s} {'new proc':>8s} "
-          f"{'cc':>3s} {'XLA':>7s} {'cold/XLA':>8s} {'new/XLA':>8s}  check")
+          f"{'cpu':>7s} {'cc':>3s} {'cg':>3s} {'XLA':>7s} {'cold/XLA':>8s} {'new/XLA':>8s}  check")
 
 
 def format_row(name: str, r: dict) -> str:
@@ -113,7 +116,8 @@ def format_row(name: str, r: dict) -> str:
     errors = "; ".join(f"{k}: {v['error']}" for k, v in r.items() if "error" in v)
     check = errors or (f"max rel err {cold['max_rel']:.1e} vs TF" if "max_rel" in cold else "-")
     return (f"{name:16s} {_s(cold.get('s'))} {_s(cold.get('cpu_s'))} {_s(cold.get('cc_cpu_s'))} "
-            f"{cold.get('cc_runs', '-'):>4} {_s(cold.get('warm_s'))} {_s(new.get('s'), 8)} {new.get('cc_runs', '-'):>3} "
+            f"{cold.get('cc_runs', '-'):>4} {_s(cold.get('warm_s'))} {_s(new.get('s'), 8)} {_s(new.get('cpu_s'))} "
+            f"{new.get('cc_runs', '-'):>3} {new.get('codegen_runs', '-'):>3} "
             f"{_s(xla.get('s'))} {ratio(cold.get('s'), xla.get('s'))} {ratio(new.get('s'), xla.get('s'))}  {check}")
 
 
@@ -128,7 +132,7 @@ def main() -> None:
     if args.child is not None:
         return child(args.child, args.models, args.size, args.batch)
     print(f"compile seconds at {args.size}x{args.size} batch {args.batch}; load average "
-          f"{os.getloadavg()[0]:.2f} (run on a quiet machine); cc: compiler runs")
+          f"{os.getloadavg()[0]:.2f} (run on a quiet machine); cc: compiler runs, cg: code generations")
     print(HEADER, flush=True)
     results = {}
     for model in args.models.split(","):

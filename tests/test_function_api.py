@@ -149,6 +149,9 @@ def test_kernel_cache_hits_in_a_new_process(tmp_path) -> None:
     for o in outs:
         assert o.returncode == 0, o.stderr[-2000:]
     assert "kernel cache miss" in outs[0].stderr and "kernel cache hit" in outs[1].stderr
+    # the second process read the cluster's kernel plan: no lowering, HLO pass, codegen or compiler run
+    assert "kernel cache hit (plan: no lowering, HLO passes or codegen)" in outs[1].stderr
+    assert [o.stdout for o in outs][0] == [o.stdout for o in outs][1]
 
 
 def test_compiler_ir_stages() -> None:

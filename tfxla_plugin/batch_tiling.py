@@ -161,7 +161,7 @@ def compile_tiled(cf, *, must_compile: bool, flags: Flags, tiles=DEFAULT_TILES,
         name, t = job
         spec = by_size[t][name]
         compiled = compile_cluster(f"{name}_b{t}", spec.graph_def, spec.input_specs(), spec.output_tensors(), flags,
-                                   sources=base.sources, library=spec.graph_def.library)
+                                   sources=base.sources, library=spec.graph_def.library, concurrent=workers)
         if progress is not None:
             progress(name, t, compiled)
         return compiled

@@ -6,7 +6,9 @@ say why two instructions were not fused; ``tfxla_plugin.explain`` shows them). T
 the backend ``flags.backend`` names (``backends.get``: C for ``cpu``, a CUDA host launcher for ``cuda``),
 after that backend's own HLO pipeline (``Backend.pipeline``; with ``--optimize=false`` its kernel-shape
 passes alone, ``Backend.prepare``), and compiled with ``CompileOptions(prepared=True)``: the passes run
-once. It logs one INFO line per compiled cluster on the ``tfxla_plugin`` logger.
+once. It logs one INFO line per compiled cluster on the ``tfxla_plugin`` logger. A cluster compiled
+before (by any process on this kernel cache) comes back from its kernel plan (``kernel_plan``): no
+lowering, HLO pass, codegen or C compiler run; its modules are parsed from text when first read.
 
 With ``TFXLA_FLAGS=--dump_to=DIR`` it writes XLA-style dumps, per compiled module
 (``NNNN`` counts modules compiled in this process, ``<name>`` is the cluster name):
@@ -46,6 +48,7 @@ from hlo.ir import HloModule
 from hlo.lowering import InputSpec, InvalidArgumentLoweringError, lower_graph
 from hlo.passes.fusion import FusionDecision, FusionPass, FusionRecord
 from hlo.passes.fusion import render as render_fusion
+from tfxla_plugin import kernel_plan
 from tfxla_plugin.flags import Flags
 
 log = logging.getLogger("tfxla_plugin")
@@ -62,8 +65,8 @@ KERNEL_MODULE_NAME = "cluster"
 @dataclass
 class CompiledCluster:
     name: str
-    hlo: HloModule  # as lowered
-    optimized: HloModule
+    _hlo: HloModule | Callable[[], HloModule]  # ``hlo``; a kernel plan's parses on first use
+    _optimized: HloModule | Callable[[], HloModule]  # ``optimized``, likewise
     kernel: Executable
     kernel_path: str
     kernel_hash: str
@@ -71,6 +74,21 @@ class CompiledCluster:
     cache_hit: bool
     fusion_decisions: tuple[FusionDecision, ...] = ()  # in the order the fusion pass made them
     fusions: tuple[FusionRecord, ...] = ()  # the fusion instructions it created
+    plan_hit: bool = False  # the optimized HLO and kernel came from a kernel plan (``kernel_plan``): no codegen
+
+    @property
+    def hlo(self) -> HloModule:
+        """The module as lowered."""
+        if callable(self._hlo):
+            self._hlo = self._hlo()
+        return self._hlo
+
+    @property
+    def optimized(self) -> HloModule:
+        """The module after the backend's pipeline: what the code generator saw."""
+        if callable(self._optimized):
+            self._optimized = self._optimized()
+        return self._optimized
 
     @property
     def backend(self) -> str:
@@ -151,40 +169,63 @@ class _Dumper:
             self.write(f"{next(self._steps):04d}.after_{_dump_name(pass_name)}.txt", module.to_text())
 
 
-def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list[str], flags: Flags,
-                    sources: dict | None = None, library=None) -> CompiledCluster:
-    backend = backends.get(flags.backend)
-    backend.check()
-    start = time.perf_counter()
-    try:
-        module = lower_graph(graph_def, inputs, outputs, name=name, sources=sources, library=library)
-    except InvalidArgumentLoweringError as e:  # TF's kernel rejects these inputs the same way at run time
-        import tensorflow as tf
-        raise tf.errors.InvalidArgumentError(None, None, str(e)) from e
-    dumper = _Dumper(flags.dump_to, name, flags.dump_passes) if flags.dump_to else None
-    if dumper is not None:
-        dumper.write("before_optimizations.txt", module.to_text())
+def _optimize_and_generate(module: HloModule, backend: Backend, flags: Flags, options: CompileOptions,
+                           dumper: _Dumper | None) -> kernel_plan.Plan:
+    """The backend's pipeline (or its kernel-shape passes alone, ``--optimize=false``) and its kernel."""
     fusion = None
     dump = dumper.after_pass if dumper is not None else None
     if flags.optimize:
         optimized, fusion = optimize_with_decisions(module, backend, dump)
     else:  # the backend's kernel-shape passes choose its kernels: not an optimization to skip
         optimized = backend.prepare(module, dump=dump)
-    decisions = tuple(fusion.decisions) if fusion is not None else ()
-    fusions = tuple(fusion.fusions) if fusion is not None else ()
-    kernel = backend.compile(dataclasses.replace(optimized, name=KERNEL_MODULE_NAME),
-                             CompileOptions(cache_dir=flags.cache_dir, prepared=True))
-    if not kernel.cache_hit:  # the cache grew: keep it under its limit (never evicting this kernel)
-        cache_usage.evict(flags.cache_dir, flags.cache_max_bytes, keep={Path(kernel.path).name[:64]})
+    kernel = backend.compile(dataclasses.replace(optimized, name=KERNEL_MODULE_NAME), options)
+    return kernel_plan.Plan.made(module, optimized, tuple(fusion.decisions) if fusion is not None else (),
+                                 tuple(fusion.fusions) if fusion is not None else (), kernel)
+
+
+def compile_jobs(flags: Flags, concurrent: int = 1) -> int:
+    """C compiler jobs for one kernel while ``concurrent`` compile at once (``--compile_jobs``; 0: shared out)."""
+    from backends.toolchain import default_jobs
+
+    return flags.compile_jobs if flags.compile_jobs > 0 else default_jobs(concurrent)
+
+
+def compile_cluster(name: str, graph_def, inputs: list[InputSpec], outputs: list[str], flags: Flags,
+                    sources: dict | None = None, library=None, concurrent: int = 1) -> CompiledCluster:
+    """``concurrent``: how many clusters compile at the same time (sharing the CPUs' compiler jobs)."""
+    backend = backends.get(flags.backend)
+    backend.check()
+    start = time.perf_counter()
+    key = None if flags.dump_passes else \
+        kernel_plan.graph_key(graph_def, inputs, outputs, name, sources, library, backend, flags)  # dumps: no plan
+    options = CompileOptions(cache_dir=flags.cache_dir, prepared=True, jobs=compile_jobs(flags, concurrent))
+    plan = kernel_plan.load(key, backend, options, KERNEL_MODULE_NAME) if key is not None else None
+    if plan is None:
+        try:
+            module = lower_graph(graph_def, inputs, outputs, name=name, sources=sources, library=library)
+        except InvalidArgumentLoweringError as e:  # TF's kernel rejects these inputs the same way at run time
+            import tensorflow as tf
+            raise tf.errors.InvalidArgumentError(None, None, str(e)) from e
+    dumper = _Dumper(flags.dump_to, name, flags.dump_passes) if flags.dump_to else None
     if dumper is not None:
-        dumper.write("after_optimizations.txt", optimized.to_text())
-        dumper.write(backend.source_suffix[1:], source_header(name, optimized) + kernel.source)
+        dumper.write("before_optimizations.txt", plan.lowered_text() if plan is not None else module.to_text())
+    if plan is None:
+        plan = _optimize_and_generate(module, backend, flags, options, dumper)
+        if key is not None:
+            kernel_plan.store(key, plan, backend, flags)
+        if not plan.kernel.cache_hit or key is not None:  # the cache grew: keep it under its limit
+            cache_usage.evict(flags.cache_dir, flags.cache_max_bytes,
+                              keep={Path(plan.kernel.path).name[:64], key or ""})  # never what this made
+    kernel, decisions, fusions = plan.kernel, plan.fusion_decisions, plan.fusions
+    if dumper is not None:
+        dumper.write("after_optimizations.txt", plan.optimized_text())
+        dumper.write(backend.source_suffix[1:], source_header(name, plan.optimized()) + kernel.source)
         dumper.write("buffer-assignment.txt", kernel.buffer_assignment)
         dumper.write("fusion_decisions.txt", render_fusion(list(decisions), list(fusions)))
     path = str(kernel.path)
     seconds = time.perf_counter() - start
-    n_ops = sum(1 for _ in module.instructions())
-    log.info("compiled cluster %s: %d HLO ops, %.3f s, %s kernel cache %s", name, n_ops, seconds, backend.name,
-             "hit" if kernel.cache_hit else "miss")
-    return CompiledCluster(name, module, optimized, kernel, path, sha256_file(path), seconds, kernel.cache_hit,
-                           fusion_decisions=decisions, fusions=fusions)
+    n_ops = plan.lowered_instructions()
+    how = "hit (plan: no lowering, HLO passes or codegen)" if plan.restored else "hit" if kernel.cache_hit else "miss"
+    log.info("compiled cluster %s: %d HLO ops, %.3f s, %s kernel cache %s", name, n_ops, seconds, backend.name, how)
+    return CompiledCluster(name, plan.lowered, plan.optimized, kernel, path, sha256_file(path), seconds,
+                           kernel.cache_hit, fusion_decisions=decisions, fusions=fusions, plan_hit=plan.restored)

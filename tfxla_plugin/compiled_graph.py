@@ -210,7 +210,8 @@ def compile_clusters(analysis, flags: Flags, *, keep_going: bool = False) -> lis
     def compile_one(spec) -> CompiledCluster | Exception:
         try:
             return compile_cluster(spec.name, spec.graph_def, spec.input_specs(), spec.output_tensors(), flags,
-                                   sources=getattr(analysis, "sources", None), library=spec.graph_def.library)
+                                   sources=getattr(analysis, "sources", None), library=spec.graph_def.library,
+                                   concurrent=workers)
         except (LoweringError, CodegenUnsupported) as e:
             if not keep_going:
                 raise

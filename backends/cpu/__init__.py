@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Callable
 
 from backends.codegen.errors import CodegenUnsupported
 from backends.cpu.codegen import CodegenOptions, GeneratedKernel, generate
@@ -26,21 +27,29 @@ class CompileOptions:
     cache_dir: str | None = None
     prepared: bool = False  # the module went through the CPU pipeline (or ``prepare``): compile it as given
     num_threads: int | None = None  # threads the kernel's parallel loops run on (None: every CPU it may use)
+    jobs: int = 1  # gcc jobs compiling it (``CompilerOptions.jobs``) unless ``compiler`` sets them
 
 
 class Executable:
     """A compiled module. The shared object is loaded into this process on first call only, so code
     that hands the kernel to the TfxlaLaunch op never maps it twice."""
 
-    def __init__(self, module: HloModule, generated: GeneratedKernel, path, cache_hit: bool, sha256: str = "",
-                 num_threads: int | None = None):
-        self.module = module
+    def __init__(self, module: HloModule | Callable[[], HloModule], generated: GeneratedKernel, path,
+                 cache_hit: bool, sha256: str = "", num_threads: int | None = None):
+        self._module = module  # a restored kernel plan's is parsed on first use (``module``)
         self.generated = generated
         self.path = path
         self.cache_hit = cache_hit
         self.sha256 = sha256  # of the shared object: what loading it checks
         self.num_threads = num_threads  # threads of its parallel loops (``Kernel``; None: every CPU it may use)
         self._kernel: Kernel | None = None
+
+    @property
+    def module(self) -> HloModule:
+        """The module compiled (after the CPU's kernel-shape passes)."""
+        if callable(self._module):
+            self._module = self._module()
+        return self._module
 
     @property
     def kernel(self) -> Kernel:
@@ -75,11 +84,21 @@ def compile(module: HloModule, options: CompileOptions | None = None) -> Executa
     verify(module)
     if not options.prepared:
         module = prepare(module)
-    generated = generate(module, options.codegen)
+    return build(module, generate(module, options.codegen), options)
+
+
+def build(module: HloModule | Callable[[], HloModule], generated: GeneratedKernel,
+          options: CompileOptions | None = None) -> Executable:
+    """The shared object of ``generated`` (the kernel cache) as an ``Executable`` of ``module``: what
+    ``compile`` ends with, and all a kernel plan hit runs (``tfxla_plugin/kernel_plan.py``: no codegen)."""
+    options = options or CompileOptions()
     compiler = compiler_options_for(generated, options.compiler)
-    compiled = compile_shared_object(generated.source, compiler, options.cache_dir, name=module.name)
+    if options.jobs > 1 and compiler.jobs == 1:
+        compiler = dataclasses.replace(compiler, jobs=options.jobs)
+    compiled = compile_shared_object(generated.source, compiler, options.cache_dir,
+                                     name=generated.signature["module"])
     return Executable(module, generated, compiled.path, compiled.cache_hit, compiled.sha256, options.num_threads)
 
 
-__all__ = ["compile", "Executable", "CompileOptions", "CodegenOptions", "CompilerOptions", "CompileError",
+__all__ = ["build", "compile", "Executable", "CompileOptions", "CodegenOptions", "CompilerOptions", "CompileError",
            "CodegenUnsupported", "KernelError", "KernelInvalidArgument"]

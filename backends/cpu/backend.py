@@ -3,9 +3,11 @@ where a kernel calls it, the CPU pipeline (``backends/cpu/pipeline.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Callable, cast
 
 from backends import OUTPUT, SOURCE, BackendBase, CompileOptions, Executable
 from hlo.ir import HloModule
@@ -49,7 +51,37 @@ class CpuBackend(BackendBase):
         import backends.cpu as cpu
 
         options = options or CompileOptions()
-        exe = cpu.compile(module, cpu.CompileOptions(cache_dir=options.cache_dir, prepared=options.prepared))
+        return self._executable(cpu.compile(module, cpu.CompileOptions(cache_dir=options.cache_dir,
+                                                                        prepared=options.prepared, jobs=options.jobs)))
+
+    def plan_facts(self) -> tuple[str, ...]:
+        """The C compiler (default command, version, what ``-march=native`` resolves to), the CPU's ISA
+        features and the oneDNN install (found or not, its version and runtime) codegen generates for."""
+        from backends.cpu import dnnl
+        from backends.toolchain import CompilerOptions, compiler_version, native_target
+
+        cc = CompilerOptions()
+        return (shlex.join(cc.command("SOURCE.c", "OUTPUT.so")), compiler_version(cc.cc),
+                native_target(cc.cc, cc.target_flags), ",".join(self.target_features()), repr(dnnl.installation()))
+
+    def kernel_record(self, kernel: Executable) -> dict:
+        """What ``restore`` needs of ``kernel`` (its ``GeneratedKernel``: source, signature, arena, libraries)."""
+        return dataclasses.asdict(kernel.native.generated)
+
+    def restore(self, record: dict, module: HloModule | Callable[[], HloModule],
+                options: CompileOptions | None = None) -> Executable:
+        """The kernel ``record`` describes, as ``compile`` of ``module`` made it, without generating it again:
+        its shared object from the kernel cache (built there again if it was evicted)."""
+        import backends.cpu as cpu
+        from backends.cpu.codegen import GeneratedKernel
+
+        options = options or CompileOptions()
+        lists = {k: tuple(v) for k, v in record.items() if isinstance(v, list)}
+        exe = cpu.build(module, GeneratedKernel(**{**record, **lists}),
+                        cpu.CompileOptions(cache_dir=options.cache_dir, jobs=options.jobs))
+        return self._executable(exe)
+
+    def _executable(self, exe) -> Executable:
         return Executable(self.name, Path(exe.path), exe.source, exe.cache_hit, exe.generated.signature,
                           exe.generated.buffer_assignment, exe)
 

@@ -9,6 +9,7 @@ kernel ABI (``backends/codegen/abi.py``, ``backends/README.md``): ``tfxla_init``
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from backends.codegen.abi import PROBING, RUN_PARAMS, emit_exports, emit_run_checks, signature as abi_signature
@@ -23,6 +24,16 @@ from backends.cpu.dialect import C
 from backends.cpu.prelude import PRELUDE
 from hlo.ir import HloInstruction, HloModule
 from hlo.opcodes import Opcode
+
+
+_runs = [0]  # modules ``generate`` generated in this process (``runs``), under _runs_lock
+_runs_lock = threading.Lock()
+
+
+def runs() -> int:
+    """How many modules this process generated C for: what a kernel plan hit saves, counted (tests,
+    ``bench/compile_bench.py``), as ``kernel_cache.builds`` counts compiler runs."""
+    return _runs[0]
 
 
 PROBE_SMALL_CONSTANT = 16  # constants of at most this many elements a symbolic probe sets per call (a shape)
@@ -199,4 +210,6 @@ def generate(module: HloModule, options: CodegenOptions | None = None) -> Genera
     ``backends/cpu/pipeline.py``) and decides none itself: an output fusion without ``post_ops=`` gets its
     dot or convolution alone from oneDNN and the rest elementally, a reduce without ``column_reduce=`` the
     generic loop. ``backends.cpu.compile`` runs the passes first (``pipeline.prepare``)."""
+    with _runs_lock:
+        _runs[0] += 1
     return ModuleCodegen(module, options).generate()

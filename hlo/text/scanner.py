@@ -7,6 +7,8 @@ Whitespace and ``//`` / ``/* */`` comments are skipped between tokens.
 
 from __future__ import annotations
 
+import re
+
 from hlo.errors import HloParseError
 from hlo.shapes import INT64_MAX, INT64_MIN
 
@@ -213,8 +215,13 @@ class Scanner:
         return text[start:self.pos]
 
 
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
+
+
 def quote(text: str) -> str:
     """Quote a string the way XLA's printer does (C escapes)."""
+    if _NEEDS_ESCAPE.search(text) is None:  # the usual op name or path: nothing to escape
+        return '"' + text + '"'
     out = []
     for c in text:
         if c in ('"', "\\"):
