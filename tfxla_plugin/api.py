@@ -34,6 +34,7 @@ from backends.codegen.symbolic import NotSymbolic
 from graph_passes.pipeline import batched_inputs
 from tfxla_plugin.batch_tiling import symbolic_dims_needed
 from tfxla_plugin.compiled_graph import CompiledGraph, GraphImporter, pack_outputs
+from tfxla_plugin.eager_launch import quick_context
 from tfxla_plugin.flags import Flags
 
 log = logging.getLogger("tfxla_plugin")
@@ -217,6 +218,8 @@ class CompiledFunction(polymorphic_function.Function):
         self._plain = tf.function(target, input_signature=input_signature, reduce_retracing=reduce_retracing,
                                   autograph=autograph)
         self._cache: OrderedDict[tuple, CompiledGraph] = OrderedDict()  # shape specializations, in compile order
+        # (dtype enum, shape) per eager argument -> the eager runner of its _cache entry (``_remember_run``)
+        self._runs: dict[tuple, object] = {}
         self._over_limit_warned = False  # past --max_specializations: warned once
         self._apart_logged = False  # _symbols_agree logged its INFO line
         self._unknown_dims: tuple[tuple[int, int], ...] | None = None  # _symbols_agree's, found once
@@ -535,6 +538,13 @@ class CompiledFunction(polymorphic_function.Function):
 
     # --- the public surface ----------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if not kwargs:  # the warm call: a signature whose eager runner was made, and nothing recording
+            run = self._runs.get(tuple([(a._datatype_enum(), a._shape_tuple()) if type(a) is _EagerTensor else None
+                                        for a in args]))
+            if run is not None:
+                ctx = quick_context()
+                if ctx is not None:
+                    return run(ctx, args)
         if self._options.jit_compile is False:
             return self._plain(*args, **kwargs)
         if not tf.executing_eagerly():  # a graph is being traced: TensorFlow's call, saveable
@@ -544,7 +554,23 @@ class CompiledFunction(polymorphic_function.Function):
             return self._plain(*args, **kwargs)
         outs = compiled.call_flat([t if type(t) is _EagerTensor or isinstance(t, tf.Variable) else tf.convert_to_tensor(t)
                                    for t in tensors])
+        if not kwargs:
+            self._remember_run(args, compiled)
         return compiled.pack_outputs(outs)
+
+    def _remember_run(self, args: tuple, compiled: CompiledGraph) -> None:
+        """Key ``compiled``'s eager runner by these arguments' dtype enums and shapes (``__call__``'s first
+        lookup) when they are all eager tensors and ``compiled`` is the per-shape compilation ``_compiled``
+        finds for them: the same key ``_cache`` has, so a new dtype or shape still misses and traces, and
+        a function compiled for every shape (``_tiled``: its input_signature checks, specializations) never
+        takes this path."""
+        if self._tiled is not False or not all(type(a) is _EagerTensor for a in args):
+            return
+        if self._cache.get(tuple((a.dtype, a._shape_tuple()) for a in args)) is not compiled:
+            return  # not cached (past --max_specializations)
+        run = compiled.eager_runner()
+        if run is not None:
+            self._runs[tuple((a._datatype_enum(), a._shape_tuple()) for a in args)] = run
 
     @property
     def jit_compile(self) -> bool | str:

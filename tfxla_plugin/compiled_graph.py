@@ -170,6 +170,18 @@ class CompiledGraph:
             self._rebuilt = self._rebuild()
         return self._rebuilt(*flat_args)
 
+    def eager_runner(self):
+        """A function ``(ctx, flat_args) -> packed outputs`` running a call that nothing records (``ctx`` from
+        ``eager_launch.quick_context``) on the single-launch path, or None where calls run the graph; made
+        once per signature, so that a call is one dict lookup and this."""
+        fast = self._fast
+        if fast is None:
+            return None
+        quick, pack = fast.quick, self._pack
+        if pack is _first:
+            return lambda ctx, flat_args: quick(ctx, flat_args)[0]
+        return lambda ctx, flat_args: pack(quick(ctx, flat_args))
+
     def _rebuild(self):
         importer = GraphImporter(self.concrete_function, self.rewritten.graph_def)
         return tf.function(lambda *flat: importer(flat), autograph=False).get_concrete_function(
@@ -237,7 +249,10 @@ def output_packer(structure):
     ``structure``; a ``None`` there is no output and stays ``None`` (as TF's ConcreteFunction packs them).
     Where the ``None``s are is found once here, not on every call."""
     if isinstance(structure, tf.Tensor):
-        return lambda outs: outs[0]
+        return _first
+    flat = _flat_packer(structure)
+    if flat is not None:
+        return flat
     holes = [x is None for x in tf.nest.flatten(structure, expand_composites=True)]
     if not any(holes):
         return lambda outs: tf.nest.pack_sequence_as(structure, list(outs), expand_composites=True)
@@ -247,6 +262,30 @@ def output_packer(structure):
         return tf.nest.pack_sequence_as(structure, [None if hole else next(values) for hole in holes],
                                         expand_composites=True)
     return pack
+
+
+def _first(outs):
+    return outs[0]
+
+
+def _flat_packer(structure):
+    """The packer of a plain tuple, list or dict of tensors (what ``tf.nest.pack_sequence_as`` builds for
+    it, without walking the structure per call), or None for any other structure."""
+    if type(structure) not in (tuple, list, dict) or not structure:
+        return None
+    values = list(structure.values()) if type(structure) is dict else structure
+    if not all(isinstance(v, tf.Tensor) for v in values):
+        return None
+    if type(structure) is tuple:
+        return tuple
+    if type(structure) is list:
+        return list
+    try:
+        order = sorted(structure)  # tf.nest flattens a dict in sorted key order and packs it in its own order
+    except TypeError:
+        return None
+    at = [(key, order.index(key)) for key in structure]
+    return lambda outs: {key: outs[k] for key, k in at}
 
 
 def pack_outputs(structure, outs):

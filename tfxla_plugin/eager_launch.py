@@ -64,7 +64,7 @@ def quick_context():
     """The eager context when nothing can want ops on a tape (executing eagerly, no tape or forward
     accumulator active), else None."""
     ctx = context.context()
-    if ctx._handle is None:  # noqa: SLF001 - a context reset since the last call
+    if ctx._context_handle is None:  # noqa: SLF001 - a context reset since the last call
         ctx.ensure_initialized()
     if ctx._thread_local_data.is_eager and pywrap_tfe.TFE_Py_TapeSetIsEmpty():  # noqa: SLF001
         return ctx
@@ -72,10 +72,11 @@ def quick_context():
 
 
 def quick_execute(ctx, op_name: str, inputs: list, attrs: tuple, num_outputs: int) -> list:
-    """Execute ``op_name`` eagerly with attrs already converted; a TF error status raises its TF error."""
+    """Execute ``op_name`` eagerly with attrs already converted; a TF error status raises its TF error.
+    ``ctx`` is ``quick_context``'s: its handle and device are read without their properties."""
     try:
-        return pywrap_tfe.TFE_Py_Execute(ctx._handle, ctx.device_name, op_name, inputs, attrs,  # noqa: SLF001
-                                         num_outputs)
+        return pywrap_tfe.TFE_Py_Execute(ctx._context_handle, ctx._thread_local_data.device_name,  # noqa: SLF001
+                                         op_name, inputs, attrs, num_outputs)
     except core._NotOkStatusException as e:  # noqa: SLF001
         raise core._status_to_exception(e) from None  # noqa: SLF001
 
@@ -115,24 +116,46 @@ class EagerStep:
         self.handle_attrs = tuple(attrs)
         tout = launch.attrs[launch.attrs.index("Tout") + 1]
         self.assign_attrs = [("dtype", tout[k], "validate_shape", False) for _, k in assigns]
+        # The launch inputs of a call without a tape, planned once: the kernel path, captured values and
+        # captured variables' handles are fixed (the graph captured those handles when it was traced);
+        # ``slots`` are (position, argument index, is a variable) to fill from each call's arguments.
+        self.direct = [kind for kind, _ in sources] == ["arg"] * len(sources) and \
+            [src for _, src in sources] == list(range(len(sources)))
+        self.template = [launch.path] + [src.handle if kind == "var" else src if kind == "value" else None
+                                         for kind, src in sources]
+        self.slots = tuple((k + 1, src, kind == "argvar") for k, (kind, src) in enumerate(sources)
+                           if kind in ("arg", "argvar"))
+        self.all_outputs = bool(outputs) and outputs == list(range(launch.num_outputs))
 
     def __call__(self, flat_args: list) -> list:
         ctx = quick_context()
-        if ctx is None:
-            outs = self.launch.wrapper(self._values(flat_args))
-            for target, k in self.assigns:
-                gen_resource_variable_ops.assign_variable_op(_variable(target, flat_args).handle, outs[k])
+        if ctx is not None:
+            return self.quick(ctx, flat_args)
+        outs = self.launch.wrapper(self._values(flat_args))
+        for target, k in self.assigns:
+            gen_resource_variable_ops.assign_variable_op(_variable(target, flat_args).handle, outs[k])
+        return [outs[k] for k in self.outputs]
+
+    def quick(self, ctx, flat_args) -> list:
+        """The call when nothing records it (``ctx`` from ``quick_context``): the launch on the variables'
+        handles, executed with its attrs converted once, then the assigns."""
+        if self.direct:
+            inputs = [self.launch.path, *flat_args]
         else:
-            args = [flat_args[src] if kind == "arg" else src.handle if kind == "var" else src if kind == "value"
-                    else flat_args[src].handle for kind, src in self.sources]
-            try:
-                outs = quick_execute(ctx, OP_NAME, [self.launch.path, *args], self.handle_attrs,
-                                     self.launch.num_outputs)
-            except TypeError:  # an argument that is not an EagerTensor: the wrapper converts it
-                outs = self.launch.wrapper(self._values(flat_args))
+            inputs = list(self.template)
+            for pos, k, variable in self.slots:
+                inputs[pos] = flat_args[k].handle if variable else flat_args[k]
+        try:
+            outs = pywrap_tfe.TFE_Py_Execute(ctx._context_handle, ctx._thread_local_data.device_name,  # noqa: SLF001
+                                             OP_NAME, inputs, self.handle_attrs, self.launch.num_outputs)
+        except core._NotOkStatusException as e:  # noqa: SLF001
+            raise core._status_to_exception(e) from None  # noqa: SLF001
+        except TypeError:  # an argument that is not an EagerTensor: the wrapper converts it
+            outs = self.launch.wrapper(self._values(flat_args))
+        if self.assigns:
             for (target, k), attrs in zip(self.assigns, self.assign_attrs):
                 quick_execute(ctx, "AssignVariableOp", [_variable(target, flat_args).handle, outs[k]], attrs, 0)
-        return [outs[k] for k in self.outputs]
+        return outs if self.all_outputs else [outs[k] for k in self.outputs]
 
     def _values(self, flat_args: list) -> list:
         """The launch inputs as values: the variables read (a tape sees the reads)."""
