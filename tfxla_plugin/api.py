@@ -169,7 +169,7 @@ def _unknown_inner_dims(input_signature) -> str:
     return ", ".join(found)
 
 
-_MAX_SEEN = 4096  # shape keys whose calls ``_specialized`` counts (then it starts over)
+_MAX_SEEN = 4096  # shape keys a function keeps (``_specialized``'s call counts, ``_runs``), then starts over
 _DTYPE_NAMES = frozenset(d.name for d in tf.dtypes.__dict__.values() if isinstance(d, tf.DType))
 
 
@@ -560,16 +560,19 @@ class CompiledFunction(polymorphic_function.Function):
 
     def _remember_run(self, args: tuple, compiled: CompiledGraph) -> None:
         """Key ``compiled``'s eager runner by these arguments' dtype enums and shapes (``__call__``'s first
-        lookup) when they are all eager tensors and ``compiled`` is the per-shape compilation ``_compiled``
-        finds for them: the same key ``_cache`` has, so a new dtype or shape still misses and traces, and
-        a function compiled for every shape (``_tiled``: its input_signature checks, specializations) never
-        takes this path."""
-        if self._tiled is not False or not all(type(a) is _EagerTensor for a in args):
+        lookup) when they are all eager tensors and ``_compiled`` finds ``compiled`` for every call with
+        that key: a per-shape compilation in ``_cache`` (the same key), or the one for every shape
+        (``_tiled``: its input_signature check passed for this dtype and shape) unless its symbolic kernels
+        count calls per shape to specialize them (``_specialized``). A new dtype or shape still misses and
+        takes ``_compiled``: the input_signature check, tracing, --max_specializations."""
+        if not all(type(a) is _EagerTensor for a in args):
             return
-        if self._cache.get(tuple((a.dtype, a._shape_tuple()) for a in args)) is not compiled:
-            return  # not cached (past --max_specializations)
-        run = compiled.eager_runner()
+        stable = compiled is self._cache.get(tuple((a.dtype, a._shape_tuple()) for a in args)) or (
+            compiled is self._tiled and (compiled.symbolic is None or compiled.flags.specialize_after <= 0))
+        run = compiled.eager_runner() if stable else None
         if run is not None:
+            if len(self._runs) >= _MAX_SEEN:  # e.g. every batch size of a tiled function: bounded
+                self._runs.clear()
             self._runs[tuple((a._datatype_enum(), a._shape_tuple()) for a in args)] = run
 
     @property
