@@ -159,3 +159,13 @@ def test_calls_past_max_specializations_are_not_kept(monkeypatch) -> None:
     for n in (2, 2, 3, 3):
         np.testing.assert_allclose(f(tf.ones([n])), np.full(n, 3.0), rtol=1e-6)
     assert list(f._runs) == [((tf.float32.as_datatype_enum, (2,)),)]
+
+
+@pytest.mark.parametrize("fn", [lambda x, unused: x * 2.0 + 1.0, lambda unused, x: x * 2.0 + 1.0,
+                                lambda x, y: x * 2.0 + y],
+                         ids=["unused-last", "unused-first", "both"])
+def test_the_launch_takes_the_arguments_it_reads(fn) -> None:
+    f = tfxla_plugin.function(fn)
+    for _ in range(3):
+        x, y = _t(5), _t(5)
+        np.testing.assert_allclose(f(x, y), fn(x, y), rtol=1e-6)

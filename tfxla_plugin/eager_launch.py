@@ -118,9 +118,11 @@ class EagerStep:
         self.assign_attrs = [("dtype", tout[k], "validate_shape", False) for _, k in assigns]
         # The launch inputs of a call without a tape, planned once: the kernel path, captured values and
         # captured variables' handles are fixed (the graph captured those handles when it was traced);
-        # ``slots`` are (position, argument index, is a variable) to fill from each call's arguments.
+        # ``slots`` are (position, argument index, is a variable) to fill from each call's arguments;
+        # ``direct``: the launch takes the first arguments as they are.
         self.direct = [kind for kind, _ in sources] == ["arg"] * len(sources) and \
             [src for _, src in sources] == list(range(len(sources)))
+        self.num_inputs = len(sources)
         self.template = [launch.path] + [src.handle if kind == "var" else src if kind == "value" else None
                                          for kind, src in sources]
         self.slots = tuple((k + 1, src, kind == "argvar") for k, (kind, src) in enumerate(sources)
@@ -139,8 +141,8 @@ class EagerStep:
     def quick(self, ctx, flat_args) -> list:
         """The call when nothing records it (``ctx`` from ``quick_context``): the launch on the variables'
         handles, executed with its attrs converted once, then the assigns."""
-        if self.direct:
-            inputs = [self.launch.path, *flat_args]
+        if self.direct:  # arguments past the launch's are unused
+            inputs = [self.launch.path, *flat_args[:self.num_inputs]]
         else:
             inputs = list(self.template)
             for pos, k, variable in self.slots:
