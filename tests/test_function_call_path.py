@@ -169,3 +169,30 @@ def test_the_launch_takes_the_arguments_it_reads(fn) -> None:
     for _ in range(3):
         x, y = _t(5), _t(5)
         np.testing.assert_allclose(f(x, y), fn(x, y), rtol=1e-6)
+
+
+def _around_python(x, b):
+    """One cluster and a numpy_function TensorFlow runs: calls take the rewritten graph, not one launch."""
+    y = tf.nn.relu(tf.matmul(x, W1) + b) * 2.0
+    y = tf.numpy_function(lambda a: a * 3.0, [y], tf.float32, stateful=False)
+    y.set_shape(x.shape[:1] + [32])
+    return tf.nn.relu(y) * 2.0 + 1.0
+
+
+def test_the_graph_path_warm_and_under_a_tape(monkeypatch) -> None:
+    f = tfxla_plugin.function(_around_python, jit_compile="auto")
+    x, b = _t(8, 16), _t(32)
+    np.testing.assert_allclose(f(x, b), _around_python(x, b), rtol=1e-4, atol=1e-4)
+    assert f.compiled_graph(x, b)._fast is None and len(f.compiled_graph(x, b).clusters) == 1
+    with tf.GradientTape() as tape:  # a tape: _compiled and the graph's flat call, which records it
+        tape.watch(x)
+        loss = tf.reduce_sum(f(x, b))
+    with tf.GradientTape() as want_tape:
+        want_tape.watch(x)
+        want = tf.reduce_sum(_around_python(x, b))
+    np.testing.assert_allclose(loss, want, rtol=1e-4)
+    assert tape.gradient(loss, x) is None  # numpy_function has no gradient, in TF as here
+    assert want_tape.gradient(want, x) is None
+    _no_slow_path(monkeypatch, f)
+    x = _t(8, 16)
+    np.testing.assert_allclose(f(x, b), _around_python(x, b), rtol=1e-4, atol=1e-4)

@@ -39,6 +39,7 @@ from tfxla_plugin.errors import UnsupportedGraphError
 from tfxla_plugin.flags import Flags
 
 log = logging.getLogger("tfxla_plugin")
+_EagerTensor = type(tf.constant(0))
 _MAX_EAGER_READS = 4096  # the eager single-launch path takes at most this many variables per call
 
 
@@ -166,18 +167,28 @@ class CompiledGraph:
         fast = self._fast
         if fast is not None:
             return fast(flat_args)
+        rebuilt = self._rebuilt_function()
+        if all(type(t) is _EagerTensor for t in flat_args):
+            # what its __call__ ends in, less binding and casting the arguments to its signature (the caller
+            # found this graph by their dtypes and shapes); a variable argument needs that binding
+            return rebuilt._call_flat(list(flat_args), rebuilt.captured_inputs)  # noqa: SLF001
+        return rebuilt(*flat_args)
+
+    def _rebuilt_function(self):
+        """The rewritten graph as a ConcreteFunction on the flat data inputs, made at the first call."""
         if self._rebuilt is None:
             self._rebuilt = self._rebuild()
-        return self._rebuilt(*flat_args)
+        return self._rebuilt
 
     def eager_runner(self):
-        """A function ``(ctx, flat_args) -> packed outputs`` running a call that nothing records (``ctx`` from
-        ``eager_launch.quick_context``) on the single-launch path, or None where calls run the graph; made
-        once per signature, so that a call is one dict lookup and this."""
-        fast = self._fast
-        if fast is None:
-            return None
-        quick, pack = fast.quick, self._pack
+        """A function ``(ctx, flat_args) -> packed outputs`` running a call of eager tensors that nothing
+        records (``ctx`` from ``eager_launch.quick_context``): the single-launch path, or the rewritten
+        graph's flat call; made once per signature, so that a warm call is one dict lookup and this."""
+        fast, pack = self._fast, self._pack
+        if fast is None:  # the rewritten graph, called as call_flat calls it on eager tensors
+            rebuilt = self._rebuilt_function()
+            return lambda ctx, flat_args: pack(rebuilt._call_flat(list(flat_args), rebuilt.captured_inputs))  # noqa: SLF001
+        quick = fast.quick
         if pack is _first:
             return lambda ctx, flat_args: quick(ctx, flat_args)[0]
         return lambda ctx, flat_args: pack(quick(ctx, flat_args))
