@@ -196,3 +196,66 @@ def test_the_graph_path_warm_and_under_a_tape(monkeypatch) -> None:
     _no_slow_path(monkeypatch, f)
     x = _t(8, 16)
     np.testing.assert_allclose(f(x, b), _around_python(x, b), rtol=1e-4, atol=1e-4)
+
+
+def test_keyword_and_python_arguments_are_keyed_by_value(monkeypatch) -> None:
+    def fn(x, scale, b=None, relu=False):
+        y = _mlp(x, b) * scale
+        return tf.nn.relu(y) if relu else y
+
+    f = tfxla_plugin.function(fn)
+    x, b = _t(8, 16), _t(32)
+    calls = [((x, 2.0), {"b": b}), ((x, 2.0), {"b": b, "relu": True}), ((x, 3), {"relu": True, "b": b}),
+             ((x,), {"scale": 2.0, "b": b})]
+    for args, kwargs in calls * 2:
+        np.testing.assert_allclose(f(*args, **kwargs), fn(*args, **kwargs), rtol=1e-4, atol=1e-4)
+    assert len(f._runs) == 4
+    traced = f.experimental_get_tracing_count()
+    _no_slow_path(monkeypatch, f)
+    x = _t(8, 16)
+    for args, kwargs in [((x, 2.0), {"b": b}), ((x, 3), {"relu": True, "b": b})]:
+        np.testing.assert_allclose(f(*args, **kwargs), fn(*args, **kwargs), rtol=1e-4, atol=1e-4)
+    monkeypatch.undo()
+    np.testing.assert_allclose(f(x, 2.5, b=b), fn(x, 2.5, b=b), rtol=1e-4, atol=1e-4)  # a new value: traced
+    np.testing.assert_allclose(f(x, 2, b=b), fn(x, 2, b=b), rtol=1e-4, atol=1e-4)  # 2 is not 2.0: kept apart
+    assert f.experimental_get_tracing_count() == traced + 1  # tf.function's trace for 2.0 takes 2
+    assert len(f._runs) == 6
+
+
+def test_a_keras_models_decorated_call_with_training_warm() -> None:
+    class Net(tf.keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = tf.keras.layers.Dense(8)
+            self.norm = tf.keras.layers.BatchNormalization()
+
+        @tfxla_plugin.function
+        def call(self, x, training=False):
+            return tf.nn.relu(self.norm(self.dense(x), training=training))
+
+    net = Net()
+    x = _t(4, 3)
+    net(x)
+    ref = tf.nn.relu(net.norm(net.dense(x), training=False))
+    for _ in range(3):
+        np.testing.assert_allclose(net(x, training=False), ref, rtol=1e-4, atol=1e-5)
+    mean = net.norm.moving_mean.numpy()
+    for _ in range(2):  # training: batch statistics, the moving mean moves on every call
+        y = net.dense(x)
+        m = tf.reduce_mean(y, 0)
+        want = tf.nn.relu((y - m) / tf.sqrt(tf.math.reduce_variance(y, 0) + net.norm.epsilon) * net.norm.gamma
+                          + net.norm.beta)
+        np.testing.assert_allclose(net(x, training=True), want, rtol=1e-4, atol=1e-4)
+        mean = mean * net.norm.momentum + m.numpy() * (1 - net.norm.momentum)
+        np.testing.assert_allclose(net.norm.moving_mean.numpy(), mean, rtol=1e-5, atol=1e-6)
+
+
+def test_variable_arguments_take_the_compiled_path_each_call() -> None:
+    f = tfxla_plugin.function(_mlp)
+    x = _t(8, 16)
+    u, v = tf.Variable(_t(32)), tf.Variable(_t(32))
+    for var in (u, v, u):
+        np.testing.assert_allclose(f(x, var), _mlp(x, var), rtol=1e-4, atol=1e-4)
+    u.assign(u * -1.0)
+    np.testing.assert_allclose(f(x, u), _mlp(x, u), rtol=1e-4, atol=1e-4)
+    assert not f._runs  # keyed by dtype, shape and aliasing in _compiled, never held by a warm key

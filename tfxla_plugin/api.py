@@ -169,6 +169,26 @@ def _unknown_inner_dims(input_signature) -> str:
     return ", ".join(found)
 
 
+_SCALARS = (bool, int, float, str, type(None))  # Python arguments a warm call is keyed by (``_remember_run``)
+
+
+_UNKEPT = object()  # in a warm-call key: an argument no kept key has (a variable, an array, a structure)
+
+
+def _arg_key(x):
+    """How an argument enters ``CompiledFunction.__call__``'s key of a warm call: an eager tensor by dtype
+    enum and shape, a Python scalar by type and value, anything else as ``_UNKEPT`` (never hashed: a
+    variable's hash raises, and at a cost)."""
+    if type(x) is _EagerTensor:
+        return (x._datatype_enum(), x._shape_tuple())
+    return (type(x), x) if type(x) in _SCALARS else _UNKEPT
+
+
+def _call_key(args: tuple, kwargs: dict) -> tuple:
+    """The warm-call key of a call with keyword arguments (in the order given)."""
+    return (tuple(_arg_key(a) for a in args), tuple((name, _arg_key(v)) for name, v in kwargs.items()))
+
+
 _MAX_SEEN = 4096  # shape keys a function keeps (``_specialized``'s call counts, ``_runs``), then starts over
 _DTYPE_NAMES = frozenset(d.name for d in tf.dtypes.__dict__.values() if isinstance(d, tf.DType))
 
@@ -218,8 +238,8 @@ class CompiledFunction(polymorphic_function.Function):
         self._plain = tf.function(target, input_signature=input_signature, reduce_retracing=reduce_retracing,
                                   autograph=autograph)
         self._cache: OrderedDict[tuple, CompiledGraph] = OrderedDict()  # shape specializations, in compile order
-        # (dtype enum, shape) per eager argument -> the eager runner of its _cache entry (``_remember_run``)
-        self._runs: dict[tuple, object] = {}
+        # warm-call key (``_arg_key`` per argument) -> (eager runner, picks) (``_remember_run``)
+        self._runs: dict[tuple, tuple] = {}
         self._over_limit_warned = False  # past --max_specializations: warned once
         self._apart_logged = False  # _symbols_agree logged its INFO line
         self._unknown_dims: tuple[tuple[int, int], ...] | None = None  # _symbols_agree's, found once
@@ -538,13 +558,15 @@ class CompiledFunction(polymorphic_function.Function):
 
     # --- the public surface ----------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if not kwargs:  # the warm call: a signature whose eager runner was made, and nothing recording
-            run = self._runs.get(tuple([(a._datatype_enum(), a._shape_tuple()) if type(a) is _EagerTensor else None
-                                        for a in args]))
-            if run is not None:
-                ctx = quick_context()
-                if ctx is not None:
-                    return run(ctx, args)
+        # the warm call: arguments whose eager runner was made (``_remember_run``), and nothing recording
+        entry = self._runs.get(_call_key(args, kwargs) if kwargs else tuple(
+            [(a._datatype_enum(), a._shape_tuple()) if type(a) is _EagerTensor else (type(a), a) if type(a) in _SCALARS
+             else _UNKEPT for a in args]))
+        if entry is not None:
+            ctx = quick_context()
+            if ctx is not None:
+                run, picks = entry
+                return run(ctx, args if picks is None else [args[k] if type(k) is int else kwargs[k] for k in picks])
         if self._options.jit_compile is False:
             return self._plain(*args, **kwargs)
         if not tf.executing_eagerly():  # a graph is being traced: TensorFlow's call, saveable
@@ -554,26 +576,34 @@ class CompiledFunction(polymorphic_function.Function):
             return self._plain(*args, **kwargs)
         outs = compiled.call_flat([t if type(t) is _EagerTensor or isinstance(t, tf.Variable) else tf.convert_to_tensor(t)
                                    for t in tensors])
-        if not kwargs:
-            self._remember_run(args, compiled)
+        self._remember_run(args, kwargs, compiled)
         return compiled.pack_outputs(outs)
 
-    def _remember_run(self, args: tuple, compiled: CompiledGraph) -> None:
-        """Key ``compiled``'s eager runner by these arguments' dtype enums and shapes (``__call__``'s first
-        lookup) when they are all eager tensors and ``_compiled`` finds ``compiled`` for every call with
-        that key: a per-shape compilation in ``_cache`` (the same key), or the one for every shape
-        (``_tiled``: its input_signature check passed for this dtype and shape) unless its symbolic kernels
-        count calls per shape to specialize them (``_specialized``). A new dtype or shape still misses and
-        takes ``_compiled``: the input_signature check, tracing, --max_specializations."""
-        if not all(type(a) is _EagerTensor for a in args):
-            return
-        stable = compiled is self._cache.get(tuple((a.dtype, a._shape_tuple()) for a in args)) or (
+    def _remember_run(self, args: tuple, kwargs: dict, compiled: CompiledGraph) -> None:
+        """Keep ``compiled``'s eager runner under ``__call__``'s key of these arguments (eager tensors by dtype
+        enum and shape, Python scalars by type and value) when ``_compiled`` finds ``compiled`` for every call
+        with that key: a per-shape compilation in ``_cache`` (its key is as fine), or the one for every shape
+        (``_tiled``: its input_signature check passed for these dtypes and shapes) unless its symbolic kernels
+        count calls per shape to specialize them (``_specialized``). A new dtype, shape or value still
+        misses and takes ``_compiled``: the input_signature check, tracing, --max_specializations. With the
+        runner go ``picks``: where the flat tensors come from (argument indices, keyword names in
+        ``tf.nest`` order), None when they are the positional arguments as they are."""
+        values = [*args, *kwargs.values()]
+        if not all(type(v) is _EagerTensor or type(v) in _SCALARS for v in values):
+            return  # variables, arrays, structures: their keys would hold them or cannot be built cheaply
+        if kwargs or not all(type(a) is _EagerTensor for a in args):
+            cache_key = self._key(args, kwargs)[0]
+            picks = tuple([k for k, a in enumerate(args) if type(a) is _EagerTensor]
+                          + [name for name in sorted(kwargs) if type(kwargs[name]) is _EagerTensor])
+        else:
+            cache_key, picks = tuple((a.dtype, a._shape_tuple()) for a in args), None
+        stable = compiled is self._cache.get(cache_key) or (
             compiled is self._tiled and (compiled.symbolic is None or compiled.flags.specialize_after <= 0))
-        run = compiled.eager_runner() if stable else None
-        if run is not None:
+        if stable:
             if len(self._runs) >= _MAX_SEEN:  # e.g. every batch size of a tiled function: bounded
                 self._runs.clear()
-            self._runs[tuple((a._datatype_enum(), a._shape_tuple()) for a in args)] = run
+            key = _call_key(args, kwargs) if kwargs else tuple(_arg_key(a) for a in args)
+            self._runs[key] = (compiled.eager_runner(), picks)
 
     @property
     def jit_compile(self) -> bool | str:
