@@ -259,3 +259,19 @@ def test_variable_arguments_take_the_compiled_path_each_call() -> None:
     u.assign(u * -1.0)
     np.testing.assert_allclose(f(x, u), _mlp(x, u), rtol=1e-4, atol=1e-4)
     assert not f._runs  # keyed by dtype, shape and aliasing in _compiled, never held by a warm key
+
+
+def test_a_graph_path_function_returning_none_assigns_on_warm_calls() -> None:
+    v = tf.Variable(tf.zeros([4]))
+
+    def fn(x):
+        y = tf.numpy_function(lambda a: a * 3.0, [x * 2.0 + 1.0], tf.float32, stateful=False)
+        y.set_shape([4])
+        v.assign(tf.nn.relu(y) + 1.0)
+
+    f = tfxla_plugin.function(fn, jit_compile="auto")
+    x = tf.constant([1.0, -2.0, 3.0, 4.0])
+    for i in range(3):
+        assert f(x + i) is None
+        np.testing.assert_allclose(v.numpy(), np.maximum((x.numpy() + i) * 6.0 + 3.0, 0.0) + 1.0, rtol=1e-6)
+    assert f.compiled_graph(x)._fast is None and len(f._runs) == 1

@@ -185,9 +185,11 @@ class CompiledGraph:
         records (``ctx`` from ``eager_launch.quick_context``): the single-launch path, or the rewritten
         graph's flat call; made once per signature, so that a warm call is one dict lookup and this."""
         fast, pack = self._fast, self._pack
-        if fast is None:  # the rewritten graph, called as call_flat calls it on eager tensors
+        if fast is None:  # the rewritten graph: what its _call_flat runs when no tape can record the call
             rebuilt = self._rebuilt_function()
-            return lambda ctx, flat_args: pack(rebuilt._call_flat(list(flat_args), rebuilt.captured_inputs))  # noqa: SLF001
+            inference = rebuilt._inference_function  # noqa: SLF001
+            # (no outputs: None)
+            return lambda ctx, flat_args: pack(inference.call_flat(*flat_args, *rebuilt.captured_inputs) or [])
         quick = fast.quick
         if pack is _first:
             return lambda ctx, flat_args: quick(ctx, flat_args)[0]
