@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from graph_passes._graph import GraphIndex, device_key
 from graph_passes.forward_variables import DT_RESOURCE, READ, _is_handle, _may_alias
@@ -52,7 +52,7 @@ ALIASES = frozenset({"Identity", "IdentityN", "Snapshot", "Enter", "Exit", "Swit
 
 @dataclass
 class ReadsResult:
-    graph_def: object
+    graph_def: Any  # a tf.compat.v1.GraphDef
     folded: list[tuple[str, int, str]] = field(default_factory=list)  # (launch, argument index, read), in order
     removed: list[str] = field(default_factory=list)  # reads gone from the graph, GraphDef order
     targets: list[str] = field(default_factory=list)  # reads that became a NoOp of their name, GraphDef order
@@ -201,8 +201,7 @@ def _apply(graph_def, index: GraphIndex, launch_name: str, folds: list, before: 
     launch.input.extend(data)
     still_read = {node_name(t) for n in out.node for t in data_inputs(n.input)}
     gone = {read.name for _, read in folds if read.name not in still_read and keep.get(read.name, True)}
-    controls = [c for c in controls if c != control(launch_name) and c[1:] not in gone]
-    launch.input.extend(controls)
+    launch.input.extend(c for c in controls if c != control(launch_name) and c[1:] not in gone)
     waiting: dict[str, list] = {}  # node -> the folded reads it has a control input from
     for _, read in folds:
         for c in index.control_out[read.name]:

@@ -130,9 +130,10 @@ def epilogue_reason(graph: FusionGraph, producer: Cluster, consumer: Cluster) ->
     if not held or producer.heroes():
         return None
     other = epilogue_hero(graph, producer)
-    if other is None:
+    hero = graph.nodes.get(other) if other is not None else None
+    if not isinstance(hero, HloInstruction):
         return None
-    return (f"%{producer.name} is in the epilogue of {graph.nodes[other].opcode.text} %{other}, which fuses it "
+    return (f"%{producer.name} is in the epilogue of {hero.opcode.text} %{other}, which fuses it "
             f"itself (%{consumer.name} holds %{held[0]})")
 
 
