@@ -45,15 +45,12 @@ from hlo.dtypes import PrimitiveType as P
 from hlo.ir import HloModule
 from hlo.shapes import Shape
 
-_SESSION_CACHE: dict[str, Path] = {}
-
-
 @pytest.fixture(scope="session")
-def kernel_cache(tmp_path_factory) -> Path:
-    """The session's kernel cache directory (shared by every CPU backend test module)."""
-    if "dir" not in _SESSION_CACHE:
-        _SESSION_CACHE["dir"] = tmp_path_factory.mktemp("tfxla_kernels")
-    return _SESSION_CACHE["dir"]
+def kernel_cache(run_tmp_path) -> Path:
+    """The run's kernel cache directory (shared by every CPU backend test module, in every worker)."""
+    path = run_tmp_path / "tfxla_kernels"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 def parse(text: str) -> HloModule:
