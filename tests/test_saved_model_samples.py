@@ -30,12 +30,12 @@ TOL = {"mlp": 1e-5, "small_cnn": 1e-5, "text_classifier": 1e-5, "mobilenet_v2": 
 
 
 @pytest.fixture(scope="module")
-def wrapped(tmp_path_factory):
+def wrapped(tmp_path_factory, sample_models_cache):
     root = tmp_path_factory.mktemp("samples")
     out = {}
     for name in saved_models.MODELS:
-        for style in ("saved_model", "export"):
-            src = saved_models.build(name, style, cache_dir=root / "cache", **OPTIONS.get(name, {}))
+        for style in ("saved_model", "export"):  # built once for the run (test_saved_models.py's too)
+            src = saved_models.build(name, style, cache_dir=sample_models_cache, **OPTIONS.get(name, {}))
             dst = root / "wrapped" / f"{name}_{style}"
             report = saved_model.wrap(src, dst, progress=False)
             out[(name, style)] = (src, dst, report)

@@ -23,8 +23,10 @@ INPUT_NAMES = {"mlp": "x", "small_cnn": "image", "mobilenet_v2": "image", "text_
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("saved_models")
+def cache(sample_models_cache):
+    """The run's sample models (tests/conftest.py): test_saved_model_samples.py builds these too. The
+    build itself (deterministic, cached, rebuilt on a changed recipe) is tested on fresh directories."""
+    return sample_models_cache
 
 
 def _variables(path) -> dict[str, np.ndarray]:
