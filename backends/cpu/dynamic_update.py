@@ -90,18 +90,10 @@ def _contiguous(out: Shape, dims) -> bool:
 def _copied_update(em, inst: HloInstruction, comp: HloComputation, dus: HloInstruction) -> Buf | None:
     """The buffer whose bytes are the update, in row-major order (the update is a parameter of the
     fusion or an operand of the instruction, seen through views), else None."""
-    name = dus.operands[1]
-    if inst.opcode is Opcode.FUSION:
-        while comp[name].opcode is not Opcode.PARAMETER:
-            if not is_view(comp, comp[name]):
-                return None
-            name = comp[name].operands[0]
-        value = em.value(inst.operands[comp[name].parameter_number])
-    else:
-        value = em.value(name)
     update = comp[dus.operands[1]].shape
-    if not isinstance(value, Buf) or not _row_major(value.shape) or not _row_major(update) or \
-            value.shape.dtype != update.dtype or value.shape.num_elements != update.num_elements:
+    value = _viewed_buffer(em, inst, comp, dus.operands[1])
+    if value is None or not _row_major(update) or value.shape.dtype != update.dtype or \
+            value.shape.num_elements != update.num_elements:
         return None
     return value
 
