@@ -41,6 +41,7 @@ from typing import Sequence
 from backends.codegen.buffer import IndentedBuffer
 from backends.cpu.dialect import C
 from backends.cpu.dnnl_module import LIBRARIES, module_state  # noqa: F401  (LIBRARIES: re-exported)
+from backends.cpu import dnnl_weights
 from hlo.dtypes import PrimitiveType as P
 
 log = logging.getLogger("tfxla_plugin")
@@ -242,7 +243,7 @@ class DnnlPrimitive:
         gen = em.gen
         gen.state_fields.line(f"dnnl_primitive_t {p}_prim, {p}_wre; dnnl_memory_t {p}_m[{n_mem}], {p}_wuser;")
         if self.weights_mode() == "reorder":  # the weights last reordered, and whether m[1] holds them
-            gen.state_fields.line(f"void* {p}_wcopy; int {p}_wsame;")
+            gen.state_fields.line(dnnl_weights.state_fields(p))
         if self.prop == "backward_weights":  # the gradient in oneDNN's layout, reordered into dst
             gen.state_fields.line(f"dnnl_primitive_t {p}_dre; dnnl_memory_t {p}_duser;")
         gen.globals.line(self._init_function(p))
@@ -252,7 +253,7 @@ class DnnlPrimitive:
             gen.teardown_code.line(f"if (st->{p}_wre) dnnl_primitive_destroy(st->{p}_wre);")
             gen.teardown_code.line(f"if (st->{p}_wuser) dnnl_memory_destroy(st->{p}_wuser);")
             if self.weights_mode() == "reorder":
-                gen.teardown_code.line(f"free(st->{p}_wcopy);")
+                gen.teardown_code.line(dnnl_weights.teardown(p))
             if self.prop == "backward_weights":
                 gen.teardown_code.line(f"if (st->{p}_dre) dnnl_primitive_destroy(st->{p}_dre);")
                 gen.teardown_code.line(f"if (st->{p}_duser) dnnl_memory_destroy(st->{p}_duser);")
@@ -314,22 +315,8 @@ class DnnlPrimitive:
             mode = self.weights_mode()
             if mode == "plain":
                 point(f"{p}_m[1]", self.wei.ptr)
-            elif mode == "reorder":
-                # Reordered only when they differ from the weights last reordered (a variable mostly stays
-                # the same between calls): a memcmp of the bytes instead of a reorder primitive.
-                n = _span_bytes(self.wei)
-                b.line("int wnew_ = 0;")
-                with b.block(f"if (st_->{p}_wre)"):
-                    b.line(f"wnew_ = !st_->{p}_wsame || memcmp(st_->{p}_wcopy, (const void*)({self.wei.ptr}), {n});")
-                    with b.block("if (wnew_)"):
-                        b.line(f"st_->{p}_wsame = 0;")
-                        point(f"{p}_wuser", self.wei.ptr)
-                        b.line(f"dnnl_exec_arg_t ra_[2] = {{{{DNNL_ARG_FROM, st_->{p}_wuser}}, "
-                               f"{{DNNL_ARG_TO, st_->{p}_m[1]}}}};")
-                        step(f"dnnl_primitive_execute(st_->{p}_wre, st_->dnnl_stream, 2, ra_)")
-                        b.line(f"memcpy(st_->{p}_wcopy, (const void*)({self.wei.ptr}), {n});")
-                with b.block("else"):
-                    point(f"{p}_m[1]", self.wei.ptr)
+            elif mode == "reorder":  # only when the weights changed (dnnl_weights.py)
+                dnnl_weights.run(b, p, self.wei, point, step)
             args = [f"{{{role}, st_->{p}_m[{slot}]}}" for role, slot in zip(CONV_ARGS[self.prop], (0, 1, 3))]
             if self.bias is not None:
                 args.append(f"{{DNNL_ARG_BIAS, st_->{p}_m[2]}}")
@@ -344,7 +331,7 @@ class DnnlPrimitive:
                     step(f"dnnl_primitive_execute(st_->{p}_dre, st_->dnnl_stream, 2, da_)")
             step("dnnl_stream_wait(st_->dnnl_stream)")
             if mode == "reorder":
-                b.line(f"if (wnew_ && s_ == dnnl_success) st_->{p}_wsame = 1;")
+                dnnl_weights.after_run(b, p)
             b.line("pthread_mutex_unlock(&st_->dnnl_mu);")
             if self.alias_scratch is not None and aliased:
                 b.line(f"if (alias_ && s_ == dnnl_success) memcpy((void*)({self.dst.ptr}), dst_, "
@@ -455,11 +442,7 @@ class DnnlPrimitive:
                 check(f"dnnl_memory_create(&st->{p}_wuser, md[1], eng, DNNL_MEMORY_NONE)")
                 check("dnnl_reorder_primitive_desc_create(&rpd, md[1], eng, wmd, eng, NULL)")
                 check(f"dnnl_primitive_create(&st->{p}_wre, rpd)")
-                body.line(f"st->{p}_wcopy = malloc({max(_span_bytes(self.wei), 1)});")
-                with body.block(f"if (!st->{p}_wcopy)"):
-                    body.line(f'snprintf(err, errlen, "oneDNN {what}: out of memory");')
-                    body.line("rc = 1;")
-                    body.line("goto done;")
+                dnnl_weights.init_copy(body, p, self.wei, what)
 
         out = IndentedBuffer()
         with out.block(f"static int tfxla_dnnl_init_{k}(tfxla_state* st, char* err, size_t errlen)"):
@@ -503,13 +486,6 @@ class DnnlPrimitive:
         check(f"dnnl_convolution_forward_primitive_desc_create(&hint, eng, dnnl_forward_training, "
               f"dnnl_convolution_direct, {fwd_src}, md[2], NULL, {fwd_dst}, {win}, NULL)")
         check(create)
-
-
-def _span_bytes(t: Tensor) -> int:
-    """Bytes from ``t.ptr`` covering every element of the view."""
-    if not all(t.dims):
-        return 0
-    return (1 + sum((d - 1) * st for d, st in zip(t.dims, t.strides))) * t.dtype.bit_width // 8
 
 
 def _c_text(s: str) -> str:
