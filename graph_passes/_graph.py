@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from hlo.errors import first_duplicate
 from hlo.lowering.tensor_names import parse_input
@@ -78,6 +78,19 @@ class GraphIndex:
         out = dict.fromkeys(e.consumer for e in self.data_out[name])
         out.update(dict.fromkeys(self.control_out[name]))
         return list(out)
+
+    def reached(self, sources: Iterable[str], forward: bool = True) -> set[str]:
+        """``sources`` and every node reached from them along data and control edges (towards consumers
+        when ``forward``, else towards producers)."""
+        step = self.successors if forward else self.predecessors
+        seen: set[str] = set()
+        work = list(sources)
+        while work:
+            n = work.pop()
+            if n not in seen:
+                seen.add(n)
+                work.extend(step(n))
+        return seen
 
     def topological_order(self) -> tuple[list[str], list[str]]:
         """(ordered, rest): Kahn's order over data and control edges, ties broken by GraphDef position;

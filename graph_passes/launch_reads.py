@@ -100,29 +100,6 @@ def _copy(nodes) -> list:
     return out
 
 
-def _ancestors(index: GraphIndex, name: str) -> set[str]:
-    seen: set[str] = set()
-    work = list(index.predecessors(name))
-    while work:
-        n = work.pop()
-        if n not in seen:
-            seen.add(n)
-            work.extend(index.predecessors(n))
-    return seen
-
-
-def _descendants(index: GraphIndex, sources: Iterable[str]) -> set[str]:
-    """``sources`` and every node that depends on one of them (data and control edges)."""
-    seen: set[str] = set()
-    work = list(sources)
-    while work:
-        n = work.pop()
-        if n not in seen:
-            seen.add(n)
-            work.extend(index.successors(n))
-    return seen
-
-
 def _refusal(index: GraphIndex, variables: _Variables, launch, read, before: set[str], later: set[str]) -> str:
     """Why ``read`` may not be folded into ``launch`` ("" when it may); ``before``: the launch's ancestors,
     ``later``: the launch and its descendants."""
@@ -139,10 +116,10 @@ def _refusal(index: GraphIndex, variables: _Variables, launch, read, before: set
     earlier: set[str] | None = None  # the read's ancestors, when a write the launch waits on needs them
     for w in variables.writes[handle.node]:
         if w in before:
-            earlier = _ancestors(index, read.name) if earlier is None else earlier
+            earlier = index.reached(index.predecessors(read.name), forward=False) if earlier is None else earlier
             if w not in earlier:
                 return f"the launch waits on '{w}', which may write the variable after the read"
-        if w not in before and w not in later and w not in _descendants(index, after):
+        if w not in before and w not in later and w not in index.reached(after):
             return f"'{w}' may write the variable before the launch runs"
     return ""
 
@@ -159,7 +136,7 @@ def fold_launch_reads(graph_def, keep: Iterable[str] = (), launch_op: str = LAUN
         index = GraphIndex(out.node)  # the graph as the launches before this one left it (read only)
         variables = _variables(index)
         launch = index.by_name[launch_name]
-        before, later = _ancestors(index, launch_name), _descendants(index, [launch_name])
+        before, later = index.reached(index.predecessors(launch_name), forward=False), index.reached([launch_name])
         tin = launch.attr["Tin"].list.type
         folds: list[tuple[int, object]] = []
         for k, text in enumerate(data_inputs(launch.input)[1:]):  # input 0: the kernel path
